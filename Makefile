@@ -1,0 +1,36 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both build .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench replay-example clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall whenever the dependencies change.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(STAMP)
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py migrate --no-input
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py runserver $${EPHYRA_ADDR:-127.0.0.1:8000}
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/fold.py
+
+replay-example: $(STAMP)
+	DEBUG=true $(BIN)/python manage.py replay docs/examples/main-line.jsonl
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

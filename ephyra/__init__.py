@@ -1,0 +1,1 @@
+"""Ephyra: production signals into reviewed, proven, reversible code changes."""

@@ -1,0 +1,273 @@
+"""Events: everything that can happen to a quest, as pydantic models with a ``type`` tag.
+
+Every event carries its own id, the quest it concerns, the time it happened and who caused it:
+the machine reads no clock and invents no identifier. ``docs/lifecycle.md`` documents each type.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+from ephyra.core.proof import ProofBundle, Sha
+from ephyra.core.states import Checkpoint, Severity
+
+# No ':' in identifiers, so an effect key splits back into its parts unambiguously.
+Ident = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+Text = Annotated[str, Field(max_length=4000)]
+Route = Literal["auto_fix", "research_only", "human", "ignore"]
+Risk = Literal["low", "medium", "high"]
+Verdict = Literal["approve", "revise", "reject"]
+
+
+class SignalRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: Ident
+    fingerprint: Annotated[str, Field(min_length=1, max_length=200)]
+    severity: Severity = Severity.ERROR
+    title: Text = ""
+
+
+class EvidenceCheck(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    passed: bool
+
+
+class ModelEvaluation(BaseModel):
+    """A durable automatic decision: which model said it, how sure, and what it checked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    evaluation: Ident
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)]
+    checks: tuple[EvidenceCheck, ...] = ()
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: Ident
+    quest: Ident
+    at: AwareDatetime
+    actor: Annotated[str, Field(min_length=1, max_length=200)] = "ephyra"
+
+
+class SignalSensed(BaseEvent):
+    type: Literal["signal_sensed"] = "signal_sensed"
+    signal: SignalRef
+    parent: Ident | None = None  # set when intake found a conflicting open quest
+
+
+class TriageDecided(BaseEvent):
+    type: Literal["triage_decided"] = "triage_decided"
+    route: Route
+    risk: Risk = "medium"
+    rule: Text = ""
+
+
+class ResearchStarted(BaseEvent):
+    type: Literal["research_started"] = "research_started"
+    route: Literal["auto_fix", "research_only"] | None = None
+
+
+class HypothesisWritten(BaseEvent):
+    type: Literal["hypothesis_written"] = "hypothesis_written"
+    summary: Text
+
+
+class CheckpointDecided(BaseEvent):
+    type: Literal["checkpoint_decided"] = "checkpoint_decided"
+    checkpoint: Checkpoint
+    verdict: Verdict
+    automatic: ModelEvaluation | None = None
+    comment: Text = ""
+
+
+class ReproductionRecorded(BaseEvent):
+    type: Literal["reproduction_recorded"] = "reproduction_recorded"
+    probe: Text
+    plan: Text = ""
+    risk: Risk | None = None
+
+
+class ReproductionFailed(BaseEvent):
+    type: Literal["reproduction_failed"] = "reproduction_failed"
+    reason: Text = ""
+
+
+class PatchRecorded(BaseEvent):
+    type: Literal["patch_recorded"] = "patch_recorded"
+    head: Sha
+    base: Sha
+
+
+class ProofCompleted(BaseEvent):
+    type: Literal["proof_completed"] = "proof_completed"
+    bundle: ProofBundle
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class ProofFailed(BaseEvent):
+    type: Literal["proof_failed"] = "proof_failed"
+    reason: Text = ""
+
+
+class ProbesRequested(BaseEvent):
+    type: Literal["probes_requested"] = "probes_requested"
+    probes: tuple[Annotated[str, Field(min_length=1, max_length=500)], ...] = Field(min_length=1)
+
+
+class BaseMoved(BaseEvent):
+    type: Literal["base_moved"] = "base_moved"
+    base: Sha
+
+
+class Landed(BaseEvent):
+    type: Literal["landed"] = "landed"
+    commit: Sha
+
+
+class WatchClean(BaseEvent):
+    type: Literal["watch_clean"] = "watch_clean"
+    summary: Text = ""
+
+
+class RegressionObserved(BaseEvent):
+    type: Literal["regression_observed"] = "regression_observed"
+    summary: Text = ""
+
+
+class RollbackConfirmed(BaseEvent):
+    type: Literal["rollback_confirmed"] = "rollback_confirmed"
+    commit: Sha | None = None
+
+
+class RegressionReopened(BaseEvent):
+    type: Literal["regression_reopened"] = "regression_reopened"
+    signal: SignalRef
+
+
+class SignalMerged(BaseEvent):
+    type: Literal["signal_merged"] = "signal_merged"
+    signal: SignalRef
+
+
+class Paused(BaseEvent):
+    type: Literal["paused"] = "paused"
+    reason: Text = ""
+
+
+class Resumed(BaseEvent):
+    type: Literal["resumed"] = "resumed"
+
+
+class Claimed(BaseEvent):
+    type: Literal["claimed"] = "claimed"
+
+
+class Released(BaseEvent):
+    type: Literal["released"] = "released"
+
+
+class Killed(BaseEvent):
+    type: Literal["killed"] = "killed"
+    reason: Text = ""
+
+
+class CommentAdded(BaseEvent):
+    type: Literal["comment_added"] = "comment_added"
+    body: Text
+    reply_requested: bool = False
+
+
+class HumanRevision(BaseEvent):
+    type: Literal["human_revision"] = "human_revision"
+    head: Sha
+
+
+class ChildAttached(BaseEvent):
+    type: Literal["child_attached"] = "child_attached"
+    child: Ident
+    signal: SignalRef
+
+
+class ParentLanded(BaseEvent):
+    type: Literal["parent_landed"] = "parent_landed"
+    parent: Ident
+
+
+class SpendRequested(BaseEvent):
+    type: Literal["spend_requested"] = "spend_requested"
+    request: Ident
+    amount_micros: int = Field(gt=0)
+    purpose: Text
+
+
+class SpendDecided(BaseEvent):
+    type: Literal["spend_decided"] = "spend_decided"
+    request: Ident
+    approved: bool
+
+
+class UsageRecorded(BaseEvent):
+    type: Literal["usage_recorded"] = "usage_recorded"
+    source: Annotated[str, Field(min_length=1, max_length=200)]
+    cost_micros: int = Field(default=0, ge=0)
+    tokens: int = Field(default=0, ge=0)
+    runner_seconds: int = Field(default=0, ge=0)
+
+
+Event = Annotated[
+    SignalSensed
+    | TriageDecided
+    | ResearchStarted
+    | HypothesisWritten
+    | CheckpointDecided
+    | ReproductionRecorded
+    | ReproductionFailed
+    | PatchRecorded
+    | ProofCompleted
+    | ProofFailed
+    | ProbesRequested
+    | BaseMoved
+    | Landed
+    | WatchClean
+    | RegressionObserved
+    | RollbackConfirmed
+    | RegressionReopened
+    | SignalMerged
+    | Paused
+    | Resumed
+    | Claimed
+    | Released
+    | Killed
+    | CommentAdded
+    | HumanRevision
+    | ChildAttached
+    | ParentLanded
+    | SpendRequested
+    | SpendDecided
+    | UsageRecorded,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+EVENT_TYPES: dict[str, type[BaseEvent]] = {
+    cls.model_fields["type"].default: cls for cls in BaseEvent.__subclasses__()
+}
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> BaseEvent:
+    """Validate one event from a mapping or JSON text; raises pydantic.ValidationError."""
+    if isinstance(data, str | bytes):
+        return EVENT_ADAPTER.validate_json(data)
+    return EVENT_ADAPTER.validate_python(data)
+
+
+def event_to_dict(event: BaseEvent) -> dict[str, Any]:
+    return event.model_dump(mode="json")

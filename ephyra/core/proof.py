@@ -1,0 +1,82 @@
+"""The proof bundle and the rule that binds a submitted bundle to a quest.
+
+The bundle's digest is ``canonical_digest(bundle.model_dump(mode="json"))``; see
+``ephyra.core.canonical`` for the exact serialisation. Binding proves the bundle is the one
+submitted for this quest, revision, risk, base and head; it does not attest that the commands
+ran — that is the runner's and the ledger's business.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ephyra.core.canonical import canonical_digest
+
+Sha = Annotated[str, Field(min_length=4, max_length=64, pattern=r"^[0-9a-f]+$")]
+
+
+class CheckResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    command: str = Field(default="", max_length=2000)
+    exit_code: int = 0
+    passed: bool
+    duration_ms: int = Field(default=0, ge=0)
+    output_digest: str = ""
+
+
+class ProofBundle(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    quest: str
+    revision: int = Field(ge=1)
+    risk: str
+    base: Sha
+    head: Sha
+    checks: tuple[CheckResult, ...] = ()
+
+    def digest(self) -> str:
+        return canonical_digest(self.model_dump(mode="json"))
+
+
+def binding_problem(
+    bundle: ProofBundle,
+    digest: str,
+    *,
+    quest: str,
+    revision: int,
+    risk: str | None,
+    base: str | None,
+    head: str | None,
+    required_checks: tuple[str, ...],
+) -> str | None:
+    """Why this bundle cannot complete proof for the quest, or None when it can."""
+    if head is None:
+        return "proof cannot complete: no patch head is recorded"
+    mismatches = [
+        (name, got, want)
+        for name, got, want in (
+            ("quest", bundle.quest, quest),
+            ("revision", bundle.revision, revision),
+            ("risk", bundle.risk, risk),
+            ("base", bundle.base, base),
+            ("head", bundle.head, head),
+        )
+        if got != want
+    ]
+    if mismatches:
+        name, got, want = mismatches[0]
+        return f"proof bundle {name} is {got!r} but the quest's is {want!r}"
+    if digest != bundle.digest():
+        return "proof digest does not match the canonical SHA-256 of the bundle"
+    by_name = {check.name: check for check in bundle.checks}
+    for name in required_checks:
+        check = by_name.get(name)
+        if check is None:
+            return f"proof bundle lacks the required check {name!r}"
+        if not check.passed:
+            return f"required check {name!r} failed: report proof_failed instead"
+    return None

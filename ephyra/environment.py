@@ -1,0 +1,154 @@
+"""Typed readers for the environment: every setting Ephyra takes from outside goes through here.
+
+Each helper raises ``ImproperlyConfigured`` naming the variable, so a typo in a deployment fails
+at start-up with a message an operator can act on, not later with a stack trace. Secrets may
+also come from ``<NAME>_FILE`` (a path to a file holding the value), the convention container
+platforms use for mounted secrets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if env is None else env
+    return env.get(name)
+
+
+def env_str(name: str, default: str | None = None, *, env: Mapping[str, str] | None = None) -> str:
+    value = _raw(name, env)
+    if value is None:
+        if default is None:
+            raise ImproperlyConfigured(f"{name} must be set")
+        return default
+    return value
+
+
+def env_secret(name: str, *, env: Mapping[str, str] | None = None) -> str | None:
+    """The value of NAME, or the contents of the file NAME_FILE points at, or None."""
+    value = _raw(name, env)
+    if value:
+        return value
+    path = _raw(f"{name}_FILE", env)
+    if not path:
+        return None
+    try:
+        content = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name}_FILE: cannot read {path}: {exc.strerror}") from exc
+    if not content:
+        raise ImproperlyConfigured(f"{name}_FILE: {path} is empty")
+    return content
+
+
+def env_bool(name: str, default: bool, *, env: Mapping[str, str] | None = None) -> bool:
+    value = _raw(name, env)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false, 1/0, yes/no), got {value!r}")
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, env: Mapping[str, str] | None = None
+) -> int:
+    value = _raw(name, env)
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def env_list(name: str, default: list[str], *, env: Mapping[str, str] | None = None) -> list[str]:
+    value = _raw(name, env)
+    if value is None:
+        return list(default)
+    items = [item.strip() for item in value.split(",")]
+    if any(not item for item in items):
+        raise ImproperlyConfigured(f"{name} must be a comma-separated list without empty items")
+    return items
+
+
+def env_path(name: str, default: Path, *, env: Mapping[str, str] | None = None) -> Path:
+    value = _raw(name, env)
+    if value is None:
+        return default
+    if not value.strip():
+        raise ImproperlyConfigured(f"{name} must be a path, got an empty value")
+    return Path(value).expanduser().resolve()
+
+
+_ENGINES = {
+    "postgres": "django.db.backends.postgresql",
+    "postgresql": "django.db.backends.postgresql",
+    "pgsql": "django.db.backends.postgresql",
+    "sqlite": "django.db.backends.sqlite3",
+}
+
+
+def parse_database_url(name: str, url: str) -> dict:
+    """Turn ``postgres://user:pass@host:port/db?opt=v`` or ``sqlite:///path`` into DATABASES."""
+    parts = urlsplit(url)
+    engine = _ENGINES.get(parts.scheme)
+    if engine is None:
+        raise ImproperlyConfigured(
+            f"{name} has an unsupported scheme {parts.scheme!r}: use postgres:// or sqlite:///"
+        )
+    if engine.endswith("sqlite3"):
+        path = unquote(parts.path)
+        if parts.netloc or not path or path == "/":
+            raise ImproperlyConfigured(f"{name} must look like sqlite:////absolute/path.sqlite3")
+        return {"ENGINE": engine, "NAME": path, "OPTIONS": {"timeout": 20}}
+    database = unquote(parts.path.lstrip("/"))
+    if not database:
+        raise ImproperlyConfigured(f"{name} must name a database: postgres://host:5432/NAME")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} has an invalid port") from None
+    return {
+        "ENGINE": engine,
+        "NAME": database,
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(port or ""),
+        "OPTIONS": dict(parse_qsl(parts.query)),
+        "CONN_MAX_AGE": 60,
+    }
+
+
+def env_database(name: str, default_sqlite: Path, *, env: Mapping[str, str] | None = None) -> dict:
+    url = env_secret(name, env=env)
+    if not url:
+        return parse_database_url(name, f"sqlite:///{default_sqlite}")
+    return parse_database_url(name, url)
+
+
+def env_broker(name: str, *, env: Mapping[str, str] | None = None) -> str | None:
+    """A Redis URL, validated, or None when the embedded broker should be used."""
+    url = env_secret(name, env=env)
+    if not url:
+        return None
+    scheme = urlsplit(url).scheme
+    if scheme not in {"redis", "rediss"}:
+        raise ImproperlyConfigured(f"{name} must be a redis:// or rediss:// URL, got {scheme!r}")
+    return url

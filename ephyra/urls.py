@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import path
+
+from quests import views as quest_views
+
+urlpatterns = [
+    path("", quest_views.home, name="home"),
+    path("healthz", quest_views.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,31 @@
+import pytest
+from django.contrib.auth import get_user_model
+
+
+@pytest.mark.django_db
+def test_the_start_page_lists_the_lifecycle(client):
+    response = client.get("/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Ephyra" in body
+    assert "<code>handed_off</code>" in body
+
+
+@pytest.mark.django_db
+def test_health_reports_the_database_it_reached(client, settings):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["database"] in {"sqlite", "postgresql"}
+
+
+@pytest.mark.django_db
+def test_the_admin_lets_a_superuser_in(client):
+    get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse")
+    assert client.login(username="admin", password="correct horse")
+    response = client.get("/admin/")
+    assert response.status_code == 200
+    assert "Site administration" in response.content.decode()
+
+
+def test_the_start_page_refuses_a_post(client):
+    assert client.post("/").status_code == 405
