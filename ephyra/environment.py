@@ -113,8 +113,9 @@ def parse_database_url(name: str, url: str) -> dict:
             f"{name} has an unsupported scheme {parts.scheme!r}: use postgres:// or sqlite:///"
         )
     if engine.endswith("sqlite3"):
-        path = unquote(parts.path)
-        if parts.netloc or not path or path == "/":
+        # As in dj-database-url: sqlite:////abs/path is absolute, sqlite:///name is relative.
+        path = unquote(parts.path)[1:]
+        if parts.netloc or not path:
             raise ImproperlyConfigured(f"{name} must look like sqlite:////absolute/path.sqlite3")
         return {"ENGINE": engine, "NAME": path, "OPTIONS": {"timeout": 20}}
     database = unquote(parts.path.lstrip("/"))
@@ -139,7 +140,11 @@ def parse_database_url(name: str, url: str) -> dict:
 def env_database(name: str, default_sqlite: Path, *, env: Mapping[str, str] | None = None) -> dict:
     url = env_secret(name, env=env)
     if not url:
-        return parse_database_url(name, f"sqlite:///{default_sqlite}")
+        return {
+            "ENGINE": _ENGINES["sqlite"],
+            "NAME": str(default_sqlite),
+            "OPTIONS": {"timeout": 20},
+        }
     return parse_database_url(name, url)
 
 

@@ -21,6 +21,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
 DATA_DIR = env_path("EPHYRA_DATA_DIR", BASE_DIR / ".ephyra")
+# The embedded default keeps everything here; creating it is what lets a fresh clone just run.
+DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY = env_secret("SECRET_KEY")
 if not SECRET_KEY:
@@ -100,6 +102,8 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
+    for folder in ("queue", "processed"):
+        (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),

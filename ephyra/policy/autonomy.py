@@ -13,7 +13,14 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy
 from ephyra.core.states import Checkpoint, Severity
@@ -83,12 +90,13 @@ class AutonomyPolicy(_Strict):
     triage: TriagePolicy = TriagePolicy()
     watch: WatchPolicy = WatchPolicy()
 
-    @model_validator(mode="after")
-    def _every_checkpoint_named(self) -> AutonomyPolicy:
-        missing = [str(cp) for cp in Checkpoint if cp not in self.checkpoints]
+    @field_validator("checkpoints")
+    @classmethod
+    def _every_checkpoint_named(cls, value: dict) -> dict:
+        missing = [str(cp) for cp in Checkpoint if cp not in value]
         if missing:
             raise ValueError(f"checkpoints {', '.join(missing)} must be configured")
-        return self
+        return value
 
     def machine(self) -> MachinePolicy:
         return MachinePolicy(
@@ -121,24 +129,23 @@ class PolicyError(ValueError):
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """Follow a pydantic error location through the YAML node tree to a 1-based line."""
+    """Follow a pydantic error location through the YAML node tree to a 1-based line.
+
+    A mapping entry reports the line of its key, where a person looks for the field."""
     line = None if node is None else node.start_mark.line + 1
     for part in loc:
         if isinstance(node, yaml.MappingNode):
-            child = next(
-                (v for k, v in node.value if str(k.value) == str(part)),
-                None,
-            )
-            if child is None:
+            entry = next(((k, v) for k, v in node.value if str(k.value) == str(part)), None)
+            if entry is None:
                 return line
-            node = child
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part >= len(node.value):
-                return line
+            line, node = entry[0].start_mark.line + 1, entry[1]
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
             node = node.value[part]
+            line = node.start_mark.line + 1
         else:
             return line
-        line = node.start_mark.line + 1
     return line
 
 

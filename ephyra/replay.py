@@ -1,0 +1,95 @@
+"""Replay: fold a file of events through the machine and print every decision as JSON lines.
+
+This is how anyone checks the machine: the same file and policy always print the same lines.
+Used by ``python manage.py replay`` and by the ``ephyra-replay`` console script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from pydantic import ValidationError
+
+from ephyra.core.events import BaseEvent, parse_event
+from ephyra.core.machine import FoldResult, fold
+from ephyra.policy import DEFAULT_POLICY_PATH, PolicyError, load_policy
+
+EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+
+
+class EventFileError(ValueError):
+    pass
+
+
+def read_events(lines: Iterable[str], source: str = "<events>") -> Iterator[BaseEvent]:
+    """Events from JSON lines; blank lines and ``#`` comments are skipped."""
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            yield parse_event(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(event)"
+            raise EventFileError(f"{source}:{number}: {where}: {first['msg']}") from None
+
+
+def replay_file(path: Path, policy_path: Path, out: IO[str], err: IO[str]) -> int:
+    try:
+        policy = load_policy(policy_path).machine()
+        with path.open(encoding="utf-8") as handle:
+            events = list(read_events(handle, str(path)))
+    except (PolicyError, EventFileError) as exc:
+        err.write(f"{exc}\n")
+        return EXIT_UNREADABLE
+    except OSError as exc:
+        err.write(f"{path}: cannot read: {exc.strerror}\n")
+        return EXIT_UNREADABLE
+    result = fold(events, policy)
+    write_decisions(result, out)
+    return report_invalid(result, err)
+
+
+def write_decisions(result: FoldResult, out: IO[str]) -> None:
+    for decision in result.decisions:
+        out.write(json.dumps(decision.to_dict(), sort_keys=True) + "\n")
+
+
+def report_invalid(result: FoldResult, err: IO[str]) -> int:
+    bad = result.first_invalid
+    if bad is None:
+        return EXIT_OK
+    err.write(
+        f"invalid transition: event {bad.event_id} ({bad.event_type}) for quest {bad.quest_id} "
+        f"in state {bad.state}: {bad.reason}\n"
+    )
+    return EXIT_INVALID
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(
+        prog="ephyra-replay", description="Fold events through the quest machine."
+    )
+    parser.add_argument("file", type=Path, help="events as JSON lines")
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=DEFAULT_POLICY_PATH,
+        help="autonomy policy (YAML); default: the built-in default policy",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return replay_file(args.file, args.policy, sys.stdout, sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
