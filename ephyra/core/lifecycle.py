@@ -207,6 +207,8 @@ def _checkpoint_decided(q: Quest, e: ev.CheckpointDecided, p: MachinePolicy) -> 
         return f"checkpoint {cp} is not open; the quest is {q.state}"
     if q.proof_pending:
         return "proof is running for a human revision; decide when it completes"
+    if cp is Checkpoint.C and q.proof_digest is None:
+        return "checkpoint C needs a completed proof"
     mode = p.rule(cp).mode
     auto = e.automatic
 
@@ -226,10 +228,7 @@ def _checkpoint_decided(q: Quest, e: ev.CheckpointDecided, p: MachinePolicy) -> 
         )
 
     if mode is CheckpointMode.SHADOW:
-        changes: dict[str, Any] = {"decisions": record(False, "shadow: recorded, not applied")}
-        if cp is Checkpoint.C and e.verdict == "approve":
-            changes["approval_c"] = q.proof_digest
-        return changes, []
+        return {"decisions": record(False, "shadow: recorded, not applied")}, []
     if auto is not None:
         if mode is CheckpointMode.BLOCKING:
             return f"checkpoint {cp} is blocking: it waits for a person, not a model"
@@ -268,11 +267,25 @@ def _checkpoint_decided(q: Quest, e: ev.CheckpointDecided, p: MachinePolicy) -> 
 def _base_moved(q: Quest, e: ev.BaseMoved, p: MachinePolicy) -> Outcome:
     if e.base == q.base:
         return f"the base is already {e.base}"
-    # seed: a change to the base invalidates a C approval.
+    # seed: a change to the base invalidates a C approval; a proof made on the old base no
+    # longer proves anything, so it is run again on the new one.
     changes: dict[str, Any] = {"base": e.base, "approval_c": None}
+    state = _at_checkpoint(q)
+    reprove = [(E.RUN_PROOF, {"head": q.patch_head, "base": e.base, "revision": q.revision})]
     if q.state is S.LANDING:
         changes["state"] = S.PATCHING
         return changes, [(E.REBASE, {"head": q.patch_head, "onto": e.base})]
+    if q.state is S.PROVING or (q.state is S.HANDED_OFF and q.proof_pending):
+        return changes, reprove
+    if state is S.READY:
+        changes["proof_digest"] = None
+        if q.state is S.HANDED_OFF:
+            return changes | {"proof_pending": True}, reprove
+        return changes | {"state": S.PROVING}, reprove
+    if q.state is S.PARKED and q.resume_state in {S.LANDING, S.READY}:
+        # Nothing is written while parked; resuming picks the work the new base needs.
+        target = S.PATCHING if q.resume_state is S.LANDING else S.PROVING
+        return changes | {"resume_state": target, "proof_digest": None}, []
     return changes, []
 
 
@@ -364,7 +377,8 @@ def _paused(q: Quest, e: ev.Paused, p: MachinePolicy) -> Outcome:
     return (
         {
             "state": S.PARKED,
-            "resume_state": _at_checkpoint(q),
+            # A proof running under a claim is what the quest was doing: resume re-runs it.
+            "resume_state": S.PROVING if q.proof_pending else _at_checkpoint(q),
             "park_reason": e.reason or "paused",
             "claim": None,
             "proof_pending": False,
@@ -428,6 +442,8 @@ _REVISABLE = frozenset({S.PATCHING, S.PROVING, S.READY, S.LANDING, S.HANDED_OFF}
 def _human_revision(q: Quest, e: ev.HumanRevision, p: MachinePolicy) -> Outcome:
     if q.state not in _REVISABLE or (q.state is S.HANDED_OFF and q.resume_state is not S.READY):
         return f"a human revision applies to a patch; the quest is {q.state}"
+    if q.patch_head is None or q.base is None:
+        return "no patch is recorded yet: a person's first patch is a patch_recorded event"
     if e.head == q.patch_head:
         # Same head: the approval still stops counting, and C is asked again.
         if q.state is S.LANDING:
