@@ -494,13 +494,20 @@ def _spend_decided(q: Quest, e: ev.SpendDecided, p: MachinePolicy) -> Outcome:
 
 def _usage_recorded(q: Quest, e: ev.UsageRecorded, p: MachinePolicy) -> Outcome:
     u = q.usage
-    usage = Usage(
-        receipts=u.receipts + 1,
-        cost_micros=u.cost_micros + e.cost_micros,
-        tokens=u.tokens + e.tokens,
-        runner_seconds=u.runner_seconds + e.runner_seconds,
+    usage = _tuple_new(
+        Usage,
+        (
+            u.receipts + 1,
+            u.cost_micros + e.cost_micros,
+            u.tokens + e.tokens,
+            u.runner_seconds + e.runner_seconds,
+        ),
     )
-    return {"usage": usage}, []
+    return {"usage": usage}, _NO_EFFECTS
+
+
+_tuple_new = tuple.__new__
+_NO_EFFECTS: list[Spec] = []  # shared and never mutated: the machine only reads specs
 
 
 Handler = Callable[[Quest, Any, MachinePolicy], Outcome]

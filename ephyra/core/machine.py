@@ -22,6 +22,10 @@ from ephyra.core.states import (
 )
 
 MACHINE_VERSION = "1"
+_tuple_new = tuple.__new__
+# Enum attribute and .value lookups are Python-level descriptors; plain dicts are not.
+_NAME = {t: t.value for t in EffectType}
+_HANDED_OFF = State.HANDED_OFF
 
 ACCEPTED = "accepted"
 REFUSED = "refused"
@@ -149,7 +153,7 @@ def decide(
             return _refuse(quest, event, f"quest {quest.id} already exists")
         if state in TERMINAL and etype not in _AFTER_TERMINAL[state]:
             return _refuse(quest, event, f"the quest is {state}: absorbed", ABSORBED)
-        if state is S.HANDED_OFF and etype not in _DURING_CLAIM and event.actor != quest.claim:
+        if state is _HANDED_OFF and etype not in _DURING_CLAIM and event.actor != quest.claim:
             return _refuse(
                 quest, event, f"the review is claimed by {quest.claim}; only they can act now"
             )
@@ -157,16 +161,16 @@ def decide(
         if type(result) is str:
             return _refuse(quest, event, result)
         changes, specs = result  # type: ignore[misc]
-        changes["updated_at"] = event.at
-        changes["last_event"] = event.id
-        new = quest.evolve(changes)
+        new = quest.advance(changes, event.at, event.id)
         before = state
     if not specs:
         effects: tuple[Effect, ...] = ()
     else:
         effects = _keyed(new.id, new.revision, event.id, specs)
-    return Decision(
-        new, new.id, event.id, etype, ACCEPTED, before, new.state, new.revision, effects, None
+    # tuple.__new__ skips the named tuple's Python-level __new__: this runs once per event.
+    return _tuple_new(
+        Decision,
+        (new, new.id, event.id, etype, ACCEPTED, before, new.state, new.revision, effects, None),
     )
 
 
@@ -174,13 +178,13 @@ def _keyed(trail: str, rev: int, event_id: str, specs: list[Spec]) -> tuple[Effe
     prefix = f"{trail}:{rev}:"
     if len(specs) == 1:  # the common case: one effect, occurrence 0
         etype, payload = specs[0]
-        return (Effect(f"{prefix}{etype}:{event_id}:0", etype, payload),)
+        return (_tuple_new(Effect, (f"{prefix}{_NAME[etype]}:{event_id}:0", etype, payload)),)
     seen: dict[EffectType, int] = {}
     out = []
     for etype, payload in specs:
         n = seen.get(etype, 0)
         seen[etype] = n + 1
-        out.append(Effect(f"{prefix}{etype}:{event_id}:{n}", etype, payload))
+        out.append(Effect(f"{prefix}{_NAME[etype]}:{event_id}:{n}", etype, payload))
     return tuple(out)
 
 
