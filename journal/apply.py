@@ -1,0 +1,152 @@
+"""The write loop around the journal, and replay of a journal through the machine.
+
+``apply`` is how an event reaches Git: load the head, ``decide`` against it, append with a
+compare-and-swap; when another writer moved the ref first, reload and decide *again* against
+the new head (the event may have become invalid, and then the refusal is the answer). Nothing
+is ever forced. The randomness of the backoff lives here, in the shell; ``decide`` stays pure.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import pygit2
+
+from ephyra.core.events import BaseEvent
+from ephyra.core.machine import Decision, FoldResult, decide, fold
+from ephyra.core.quest import Quest
+from ephyra.core.rules import DEFAULT_POLICY, MachinePolicy
+from journal.errors import JournalConflict
+from journal.store import Journal
+
+ATTEMPTS = 100
+LOCK_AFTER = 4  # lost races after which a writer takes the ref lock before it even loads
+BACKOFF_BASE = 0.0005  # seconds; doubled per retry, capped, then drawn uniformly ("full jitter")
+BACKOFF_CAP = 0.02
+
+
+class Applied(NamedTuple):
+    decision: Decision
+    head: pygit2.Oid | None  # the quest's head after the call (unchanged unless accepted)
+    retries: int  # how many CAS conflicts were lost before this answer
+    duplicate: bool = False  # the event is the head's own event: nothing was written again
+
+
+class RetriesExhausted(JournalConflict):
+    """Every attempt lost the race; the event was not journaled."""
+
+
+def apply(
+    journal: Journal,
+    event: BaseEvent,
+    policy: MachinePolicy = DEFAULT_POLICY,
+    *,
+    attempts: int = ATTEMPTS,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Applied:
+    """Decide ``event`` against the quest's journal head and journal it if accepted.
+
+    A refused or absorbed event is returned as decided and leaves the journal as it was.
+    Raises ``RetriesExhausted`` after ``attempts`` lost races in a row.
+
+    Optimistic first: load, decide, CAS. But under sustained contention on one quest the
+    writer that loaded first keeps winning (a loser learns it lost only after writing its
+    objects, by when the winner is already on its next event), so after ``LOCK_AFTER`` losses a
+    writer takes the ref's lock first and loads, decides and appends under it: it cannot lose
+    once it holds the lock, and the others' CAS fails while it does. Starvation is bounded by
+    the time it takes to get the lock.
+    """
+    rng = rng or random.Random()
+    quest_id = event.quest
+    conflict: JournalConflict | None = None
+    for retries in range(attempts):
+        try:
+            if retries < LOCK_AFTER:
+                quest, head = journal.load(quest_id)
+                answer = _answer(journal, quest, head, event, policy, retries)
+                if isinstance(answer, Applied):
+                    return answer
+                return Applied(answer, journal.append(quest_id, head, answer, event), retries)
+            with journal.locked(quest_id) as slot:
+                answer = _answer(journal, slot.quest, slot.head, event, policy, retries)
+                if not isinstance(answer, Applied):
+                    slot.append(answer, event)
+            if isinstance(answer, Applied):
+                return answer
+            return Applied(answer, slot.head, retries)
+        except JournalConflict as exc:
+            conflict = exc
+            sleep(rng.uniform(0.0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries)))
+    assert conflict is not None
+    raise RetriesExhausted(
+        quest_id, conflict.expected, conflict.actual, f"gave up after {attempts} attempts"
+    )
+
+
+def _answer(
+    journal: Journal,
+    quest: Quest | None,
+    head: pygit2.Oid | None,
+    event: BaseEvent,
+    policy: MachinePolicy,
+    retries: int,
+) -> Applied | Decision:
+    """The final answer (a duplicate or a refusal), or the accepted decision to journal."""
+    if head is not None and journal.event_id(head) == event.id:
+        # The head's own event again (a redelivery, or a racing writer with the same event that
+        # won): answer with what the head recorded, so it never counts twice. Only the head is
+        # checked; older duplicates are the caller's to filter (by event id).
+        return Applied(journal.entry(head).to_decision(), head, retries, duplicate=True)
+    decision = decide(quest, event, policy)
+    if not decision.accepted:
+        return Applied(decision, head, retries)
+    return decision
+
+
+class Replayed(NamedTuple):
+    fold: FoldResult
+    stored: Quest | None  # quest.json at the head
+    matches: bool
+
+
+def replay_journal(
+    journal: Journal, quest_id: str, policy: MachinePolicy = DEFAULT_POLICY
+) -> Replayed:
+    """Fold the journaled events and say whether the journal is what the machine produces.
+
+    ``matches`` is True when every commit's ``decision.json``, ``quest.json`` and
+    ``effects.json`` equal the replayed decision, quest and effects at that step, so a head
+    (or any earlier commit) whose files were edited by hand, or a journal written under
+    another policy, does not match.
+    """
+    return _replay(journal, quest_id, policy)[0]
+
+
+def first_mismatch(
+    journal: Journal, quest_id: str, policy: MachinePolicy = DEFAULT_POLICY
+) -> str | None:
+    """Where replay and journal first disagree, in words; None when they agree."""
+    return _replay(journal, quest_id, policy)[1]
+
+
+def _replay(journal: Journal, quest_id: str, policy: MachinePolicy) -> tuple[Replayed, str | None]:
+    entries = journal.history(quest_id)
+    result = fold((entry.event for entry in entries), policy)
+    stored = entries[-1].quest if entries else None
+    problem = None
+    for entry, decision in zip(entries, result.decisions, strict=True):
+        if decision.to_dict() != entry.decision:
+            problem = f"{entry.oid}: decision.json differs from the replayed decision"
+        elif decision.quest != entry.quest:
+            problem = f"{entry.oid}: quest.json differs from the replayed quest"
+        elif [e.to_dict() for e in decision.effects] != entry.effects:
+            problem = f"{entry.oid}: effects.json differs from the replayed effects"
+        if problem:
+            break
+    if problem is None and result.quests.get(quest_id) != stored:
+        problem = "the head's quest.json differs from the folded quest"
+    return Replayed(result, stored, problem is None), problem

@@ -1,0 +1,139 @@
+"""The journal's on-disk format: ref names, file paths, JSON layout, commit message, author.
+
+Everything here is what a person reading the journal with plain ``git`` sees, documented in
+``docs/journal.md``; ``journal.store`` writes it and reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from json.encoder import encode_basestring
+from typing import Any, NamedTuple
+
+import pygit2
+
+from ephyra.core.effects import Effect, EffectType
+from ephyra.core.events import BaseEvent
+from ephyra.core.machine import MACHINE_VERSION, Decision
+from ephyra.core.quest import Quest
+from ephyra.core.states import State
+
+REF_PREFIX = "refs/ephyra/quests/"
+AUTHOR_NAME, AUTHOR_EMAIL = "Ephyra", "ephyra@localhost"
+
+BLOB = pygit2.GIT_FILEMODE_BLOB
+TREE = pygit2.GIT_FILEMODE_TREE
+
+QUEST, EVENT, EFFECTS, DECISION = "quest.json", "event.json", "effects.json", "decision.json"
+SIGNAL, HYPOTHESIS, PLAN = "signal.json", "hypothesis.md", "plan.md"
+PROOF_DIR, PROOF_FILE, DECISIONS_DIR = "proof", "bundle.json", "decisions"
+EVENT_TRAILER = "\nEphyra-Event: "
+
+
+def hex_or_none(oid: pygit2.Oid | None) -> str:
+    return "none" if oid is None else str(oid)
+
+
+# The journal's JSON: UTF-8, keys sorted at every level, one top-level field per line (and one
+# element per line for a top-level list, and for a list held by a top-level field), deeper values
+# in compact JSON with ", " and ": ". ``git diff`` then shows one changed field per line, and the
+# C encoder does almost all the work: ``json.dumps(indent=2)`` runs the pure-Python encoder and
+# costs ~4x more on the append path.
+_compact = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(", ", ": "), allow_nan=False
+).encode
+
+
+def _field(value: Any, indent: str) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if type(value) is list and value:
+        inner = ",\n".join([f"{indent}  {_compact(item)}" for item in value])
+        return f"[\n{inner}\n{indent}]"
+    return _compact(value)
+
+
+def pretty_json(value: Any) -> bytes:
+    """The bytes of a journal JSON file (see above); ``json.loads`` gives ``value`` back."""
+    if type(value) is dict and value:
+        body = ",\n".join([f"{_key(k)}{_field(value[k], '  ')}" for k in sorted(value)])
+        return f"{{\n{body}\n}}\n".encode()
+    return (_field(value, "") + "\n").encode()
+
+
+_KEYS: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    prefix = _KEYS.get(name)
+    if prefix is None:
+        prefix = _KEYS[name] = f"  {encode_basestring(name)}: "
+    return prefix
+
+
+def text_file(text: str) -> bytes:
+    return (text if text.endswith("\n") else text + "\n").encode()
+
+
+def signature(event: BaseEvent) -> pygit2.Signature:
+    # The event's time, not the clock: the same event on the same parent is the same commit.
+    at = event.at
+    offset = int(at.utcoffset().total_seconds()) // 60  # type: ignore[union-attr]
+    return pygit2.Signature(AUTHOR_NAME, AUTHOR_EMAIL, math.floor(at.timestamp()), offset)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())  # an actor cannot forge lines (or trailers) in the message
+
+
+def commit_message(decision: Decision, event: BaseEvent, previous: pygit2.Oid | None) -> str:
+    before, after = decision.state_before, decision.state
+    if before is None:
+        move = f"new quest → {after}"
+    elif before != after:
+        move = f"{before} → {after}"
+    else:
+        move = str(after)
+    effects = "".join(f"\n- {e.key}" for e in decision.effects) or " none."
+    return (
+        f"{decision.quest_id}: {move} ({decision.event_type} {decision.event_id})\n\n"
+        f"Revision {decision.revision}, by {_one_line(event.actor)} at {event.at.isoformat()}.\n"
+        f"Effects:{effects}\n\n"
+        f"Ephyra-Quest: {decision.quest_id}\n"
+        f"Ephyra-Event-Type: {decision.event_type}\n"
+        f"Ephyra-Event: {decision.event_id}\n"
+        f"Ephyra-State: {after}\n"
+        f"Ephyra-Revision: {decision.revision}\n"
+        f"Ephyra-Machine-Version: {MACHINE_VERSION}\n"
+        f"Ephyra-Previous-Head: {hex_or_none(previous)}\n"
+    )
+
+
+class Entry(NamedTuple):
+    """One journaled transition, read back from its commit."""
+
+    oid: pygit2.Oid
+    event: BaseEvent
+    decision: dict[str, Any]  # decision.json, i.e. Decision.to_dict()
+    quest: Quest
+    effects: list[dict[str, Any]]  # effects.json: [{key, type, payload}]
+
+    def to_decision(self) -> Decision:
+        """The Decision this commit records, rebuilt with its quest and effect payloads."""
+        d = self.decision
+        effects = tuple(Effect(e["key"], EffectType(e["type"]), e["payload"]) for e in self.effects)
+        return Decision(
+            self.quest,
+            d["quest"],
+            d["event"],
+            d["type"],
+            d["outcome"],
+            None if d["from"] is None else State(d["from"]),
+            None if d["state"] is None else State(d["state"]),
+            d["revision"],
+            effects,
+            d["reason"],
+        )
