@@ -1,0 +1,35 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from quests.models import Workspace
+from quests.services import workspace_create
+
+
+class Command(BaseCommand):
+    help = "Register a repository as a workspace (mirrored under EPHYRA_DATA_DIR), or list them."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        add = sub.add_parser("add", help="mirror a repository and register it")
+        add.add_argument("slug")
+        add.add_argument("source", help="path or URL of the repository")
+        add.add_argument("--base", default="main", help="the base branch fixes land on")
+        add.add_argument("--name", default="")
+        sub.add_parser("list", help="list workspaces")
+
+    def handle(self, *args, **options):
+        if options["action"] == "list":
+            for ws in Workspace.objects.order_by("slug"):
+                self.stdout.write(f"{ws.slug}\t{ws.base_branch}\t{ws.repository}")
+            return
+        if Workspace.objects.filter(slug=options["slug"]).exists():
+            raise CommandError(f"workspace {options['slug']!r} already exists")
+        try:
+            ws = workspace_create(
+                options["slug"],
+                options["source"],
+                base_branch=options["base"],
+                name=options["name"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"workspace {ws.slug}: journals in {ws.repository}")

@@ -1,0 +1,102 @@
+"""Workspaces, signals and the quest projection.
+
+The projection is what pages and lists read; the truth of a quest is its Git journal, and
+``python manage.py repair`` rebuilds these rows from it.
+"""
+
+from django.db import models
+
+from ephyra.core.states import Severity, State
+
+STATE_CHOICES = [(s.value, s.value) for s in State]
+SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
+
+
+class Workspace(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    repository = models.CharField(
+        max_length=1000, help_text="Path of the repository mirror that holds the journals."
+    )
+    base_branch = models.CharField(max_length=200, default="main")
+    remote = models.CharField(max_length=1000, blank=True, help_text="Where journals are pushed.")
+    policy = models.ForeignKey(
+        "PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class PolicyVersion(models.Model):
+    """A reviewed autonomy policy text; the workspace points at the current one."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="policies")
+    digest = models.CharField(max_length=80)
+    text = models.TextField()
+    reviewed_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "digest"], name="policy_unique_digest")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workspace.slug} {self.digest[:15]}"
+
+
+class Signal(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="signals")
+    signal_id = models.CharField(max_length=128)
+    fingerprint = models.CharField(max_length=200)
+    severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES)
+    title = models.CharField(max_length=4000, blank=True)
+    quest_id = models.CharField(max_length=128, blank=True, db_index=True)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "signal_id"], name="signal_unique_id")
+        ]
+        indexes = [models.Index(fields=["workspace", "fingerprint"], name="signal_fingerprint")]
+
+    def __str__(self) -> str:
+        return self.signal_id
+
+
+class Quest(models.Model):
+    """The projection of one quest's journal head."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="quests")
+    quest_id = models.CharField(max_length=128)
+    state = models.CharField(max_length=16, choices=STATE_CHOICES)
+    revision = models.PositiveIntegerField()
+    route = models.CharField(max_length=20, blank=True)
+    risk = models.CharField(max_length=10, blank=True)
+    fingerprint = models.CharField(max_length=200)
+    severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES)
+    title = models.CharField(max_length=4000, blank=True)
+    claim = models.CharField(max_length=200, blank=True)
+    resume_state = models.CharField(max_length=16, blank=True)
+    park_reason = models.CharField(max_length=200, blank=True)
+    signal_count = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    journal_head = models.CharField(max_length=64)
+    data = models.JSONField(help_text="The whole quest at the journal head.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "quest_id"], name="quest_unique_id")
+        ]
+        indexes = [
+            # The inbox: quests waiting at a checkpoint or held, newest first.
+            models.Index(fields=["workspace", "state", "-updated_at"], name="quest_inbox"),
+            models.Index(fields=["workspace", "fingerprint"], name="quest_fingerprint"),
+            models.Index(fields=["claim"], name="quest_claim"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quest_id} ({self.state})"

@@ -1,0 +1,153 @@
+"""The engine: the one writer of quests. Every entry point (API, pages, webhooks, tasks,
+management commands) moves a quest through ``quest_apply``.
+
+Git first, database second: the journal commit is the truth; the projection, the ledger rows
+and the audit entry follow in one database transaction. A crash between the two loses nothing,
+because ``repair`` rebuilds what the database lacks from the journal.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from ephyra.core.events import BaseEvent
+from ephyra.core.quest import Quest as QuestValue
+from ephyra.core.rules import MachinePolicy
+from ephyra.policy import default_policy, parse_policy
+from journal.apply import Applied, apply
+from journal.store import Journal
+from ledger.audit import audit_append
+from quests.models import Signal, Workspace
+
+
+@dataclass(frozen=True)
+class Outcome:
+    applied: Applied
+    operations: int  # ledger rows inserted
+
+
+def workspace_create(
+    slug: str, source: str, *, base_branch: str = "main", name: str = ""
+) -> Workspace:
+    """Register a repository: mirror it under the data directory, where its journals live, and
+    remember the source as the remote the journals are pushed to."""
+    mirror = Path(settings.DATA_DIR) / "mirrors" / f"{slug}.git"
+    if mirror.exists():
+        raise ValueError(f"{mirror} already exists")
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["git", "clone", "--quiet", "--mirror", source, str(mirror)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ValueError(f"cannot mirror {source}: {done.stderr.strip()}")
+    return Workspace.objects.create(
+        slug=slug, name=name or slug, repository=str(mirror), base_branch=base_branch, remote=source
+    )
+
+
+def workspace_journal(workspace: Workspace) -> Journal:
+    return Journal(Path(workspace.repository))
+
+
+def workspace_policy(workspace: Workspace) -> MachinePolicy:
+    """The machine view of the workspace's current reviewed policy (the default when none)."""
+    if workspace.policy_id is None:
+        return default_policy().machine()
+    return parse_policy(workspace.policy.text, f"policy {workspace.policy.digest}").machine()
+
+
+def quest_apply(
+    workspace: Workspace,
+    event: BaseEvent,
+    *,
+    policy: MachinePolicy | None = None,
+    after_journal: Callable[[], None] | None = None,
+) -> Outcome:
+    """Decide, journal with compare-and-swap, then project, record effects and audit.
+
+    ``after_journal`` runs between the Git write and the database transaction; tests use it
+    to inject a crash exactly there."""
+    policy = policy or workspace_policy(workspace)
+    journal = workspace_journal(workspace)
+    applied = apply(journal, event, policy)
+    decision = applied.decision
+    if not decision.accepted:
+        return Outcome(applied, 0)
+    if after_journal is not None:
+        after_journal()
+    head = str(applied.head)
+    from quests.repair import repair_quest  # repair builds on this module's projection
+
+    with transaction.atomic():
+        # One database writer per workspace at a time, so a projection never moves backwards.
+        Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+        # The database follows Git: project the journal's head (which may already be past this
+        # event, if another writer got there) and add every ledger row the database lacks,
+        # including those of a transition a crash kept from the database earlier.
+        caught_up = repair_quest(workspace, decision.quest_id, journal)
+        if applied.duplicate and not caught_up.changed:
+            return Outcome(applied, 0)  # a redelivery the database had already taken
+        inserted = len(caught_up.operations_created)
+        if event.type in {"signal_sensed", "signal_merged", "regression_reopened"}:
+            _record_signal(workspace, event)
+        audit_append(
+            workspace,
+            at=event.at,
+            actor=event.actor,
+            action=f"quest.{event.type}",
+            object=f"quest:{decision.quest_id}",
+            payload={
+                "event": event.id,
+                "from": None if decision.state_before is None else str(decision.state_before),
+                "to": str(decision.state),
+                "revision": decision.revision,
+                "journal_head": head,
+                "effects": [effect.key for effect in decision.effects],
+            },
+        )
+    return Outcome(applied, inserted)
+
+
+def projection_fields(quest: QuestValue, head: str) -> dict:
+    """The projection row of a quest at a journal head: what repair compares field by field."""
+    return {
+        "state": str(quest.state),
+        "revision": quest.revision,
+        "route": quest.route or "",
+        "risk": quest.risk or "",
+        "fingerprint": quest.fingerprint,
+        "severity": str(quest.severity),
+        "title": quest.title,
+        "claim": quest.claim or "",
+        "resume_state": "" if quest.resume_state is None else str(quest.resume_state),
+        "park_reason": quest.park_reason or "",
+        "signal_count": quest.signal_count,
+        "created_at": quest.created_at,
+        "updated_at": quest.updated_at,
+        "journal_head": head,
+        "data": quest.to_dict(),
+    }
+
+
+def _record_signal(workspace: Workspace, event: BaseEvent) -> None:
+    signal = event.signal  # type: ignore[attr-defined]
+    Signal.objects.get_or_create(
+        workspace=workspace,
+        signal_id=signal.id,
+        defaults={
+            "fingerprint": signal.fingerprint,
+            "severity": str(signal.severity),
+            "title": signal.title,
+            "quest_id": event.quest,
+            "received_at": event.at,
+        },
+    )
