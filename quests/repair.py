@@ -98,14 +98,20 @@ def _check_quest(
 
 
 def _write(batch: _Batch, report: RepairReport) -> None:
-    known = _known_keys([op.key for op in batch.operations])
+    known = _known_keys([op.key for op in batch.operations]) if batch.operations else set()
     missing = [op for op in batch.operations if op.key not in known]
     report.operations_created.extend(sorted(op.key for op in missing))
-    with transaction.atomic():
-        Quest.objects.bulk_create(batch.creates, batch_size=BATCH)
-        if batch.updates:
+    # No savepoint: inside the engine's transaction a savepoint is two round trips for nothing.
+    with transaction.atomic(savepoint=False):
+        if batch.creates:
+            Quest.objects.bulk_create(batch.creates, batch_size=BATCH)
+        if len(batch.updates) == 1:  # the engine's case: one row, one plain UPDATE
+            row = batch.updates[0]
+            Quest.objects.filter(pk=row.pk).update(**{f: getattr(row, f) for f in batch.fields})
+        elif batch.updates:
             Quest.objects.bulk_update(batch.updates, batch.fields, batch_size=BATCH)
-        Operation.objects.bulk_create(missing, batch_size=BATCH, ignore_conflicts=True)
+        if missing:
+            Operation.objects.bulk_create(missing, batch_size=BATCH, ignore_conflicts=True)
 
 
 def repair_quest(

@@ -8,7 +8,9 @@ because ``repair`` rebuilds what the database lacks from the journal.
 
 from __future__ import annotations
 
+import functools
 import subprocess
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,15 +56,31 @@ def workspace_create(
     )
 
 
+_journals = threading.local()
+
+
 def workspace_journal(workspace: Workspace) -> Journal:
-    return Journal(Path(workspace.repository))
+    """The workspace's journal, one open repository per thread (pygit2 objects are not shared
+    between threads), so its reference and tree caches stay warm across events."""
+    cache = _journals.__dict__.setdefault("by_path", {})
+    journal = cache.get(workspace.repository)
+    if journal is None:
+        journal = cache[workspace.repository] = Journal(Path(workspace.repository))
+    return journal
+
+
+@functools.lru_cache(maxsize=64)
+def _machine_policy(text: str | None, source: str) -> MachinePolicy:
+    policy = default_policy() if text is None else parse_policy(text, source)
+    return policy.machine()
 
 
 def workspace_policy(workspace: Workspace) -> MachinePolicy:
-    """The machine view of the workspace's current reviewed policy (the default when none)."""
+    """The machine view of the workspace's current reviewed policy (the default when none).
+    Parsed once per policy text: a reviewed version never changes, a new one has a new text."""
     if workspace.policy_id is None:
-        return default_policy().machine()
-    return parse_policy(workspace.policy.text, f"policy {workspace.policy.digest}").machine()
+        return _machine_policy(None, "default")
+    return _machine_policy(workspace.policy.text, f"policy {workspace.policy.digest}")
 
 
 def quest_apply(
