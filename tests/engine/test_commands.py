@@ -79,3 +79,20 @@ def test_applying_an_invalid_file_reports_the_refusals(source, settings, tmp_pat
     run("workspace", "add", "shop", str(source))
     with pytest.raises(CommandError, match="1 of 5 events were refused"):
         run("apply_events", "shop", str(EXAMPLES / "invalid-transition.jsonl"))
+
+
+def test_replay_of_a_journal_reports_that_it_matches(source, settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    run("workspace", "add", "shop", str(source))
+    run("apply_events", "shop", str(EXAMPLES / "main-line.jsonl"))
+    out, err = StringIO(), StringIO()
+    call_command("replay", workspace="shop", quest="checkout-500", stdout=out, stderr=err)
+    assert len(out.getvalue().splitlines()) == 16
+    assert "replayed 16 events: matches the journal" in err.getvalue()
+
+
+def test_replay_of_an_unknown_quest_is_refused(source, settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    run("workspace", "add", "shop", str(source))
+    with pytest.raises(CommandError, match="no journal for quest 'nope'"):
+        run("replay", "--workspace", "shop", "--quest", "nope")
