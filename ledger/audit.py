@@ -16,26 +16,17 @@ from ledger.models import AuditEntry
 GENESIS = "sha256:" + "0" * 64
 
 
-def entry_digest(
-    *,
-    sequence: int,
-    at: datetime,
-    actor: str,
-    action: str,
-    object: str,
-    payload: dict[str, Any],
-    previous_hash: str,
-) -> str:
+def entry_digest(entry: AuditEntry) -> str:
     return canonical_digest(
         {
-            "sequence": sequence,
+            "sequence": entry.sequence,
             # The database hands times back in UTC; hash them that way so verify agrees.
-            "at": at.astimezone(UTC).isoformat(),
-            "actor": actor,
-            "action": action,
-            "object": object,
-            "payload": payload,
-            "previous_hash": previous_hash,
+            "at": entry.at.astimezone(UTC).isoformat(),
+            "actor": entry.actor,
+            "action": entry.action,
+            "object": entry.object,
+            "payload": entry.payload,
+            "previous_hash": entry.previous_hash,
         }
     )
 
@@ -52,16 +43,7 @@ def audit_append(
         .first()
     )
     sequence, previous = (last[0] + 1, last[1]) if last else (1, GENESIS)
-    digest = entry_digest(
-        sequence=sequence,
-        at=at,
-        actor=actor,
-        action=action,
-        object=object,
-        payload=payload,
-        previous_hash=previous,
-    )
-    return AuditEntry.objects.create(
+    entry = AuditEntry(
         workspace=workspace,
         sequence=sequence,
         at=at,
@@ -70,8 +52,10 @@ def audit_append(
         object=object,
         payload=payload,
         previous_hash=previous,
-        entry_hash=digest,
     )
+    entry.entry_hash = entry_digest(entry)
+    entry.save(force_insert=True)
+    return entry
 
 
 def audit_verify(workspace) -> tuple[int, str | None]:
@@ -82,16 +66,7 @@ def audit_verify(workspace) -> tuple[int, str | None]:
             return count, f"entry {expected_sequence} is missing (found {entry.sequence})"
         if entry.previous_hash != previous:
             return count, f"entry {entry.sequence} does not chain from entry {entry.sequence - 1}"
-        digest = entry_digest(
-            sequence=entry.sequence,
-            at=entry.at,
-            actor=entry.actor,
-            action=entry.action,
-            object=entry.object,
-            payload=entry.payload,
-            previous_hash=entry.previous_hash,
-        )
-        if digest != entry.entry_hash:
+        if entry_digest(entry) != entry.entry_hash:
             return count, f"entry {entry.sequence} was altered"
         previous, expected_sequence, count = entry.entry_hash, expected_sequence + 1, count + 1
     return count, None

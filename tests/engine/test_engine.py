@@ -199,3 +199,11 @@ def test_what_repair_changes_is_audited(workspace):
     assert audit_verify(workspace) == (17, None)
     repair_workspace(workspace)
     assert AuditEntry.objects.filter(workspace=workspace).count() == 17  # nothing to say twice
+
+
+def test_an_edited_or_removed_audit_entry_is_detected_where_it_happened(workspace):
+    apply_all(workspace, events_of("main-line.jsonl")[:6])
+    AuditEntry.objects.filter(workspace=workspace, sequence=3).update(actor="mallory")
+    assert audit_verify(workspace) == (2, "entry 3 was altered")
+    AuditEntry.objects.filter(workspace=workspace, sequence=3).delete()
+    assert audit_verify(workspace) == (2, "entry 3 is missing (found 4)")
