@@ -96,3 +96,30 @@ def test_replay_of_an_unknown_quest_is_refused(source, settings, tmp_path):
     run("workspace", "add", "shop", str(source))
     with pytest.raises(CommandError, match="no journal for quest 'nope'"):
         run("replay", "--workspace", "shop", "--quest", "nope")
+
+
+def test_journals_travel_to_the_source_repository_and_a_conflict_is_refused(
+    source, settings, tmp_path
+):
+    settings.DATA_DIR = tmp_path / "data"
+    run("workspace", "add", "shop", str(source))
+    run("apply_events", "shop", str(EXAMPLES / "main-line.jsonl"))
+    assert run("journals", "push", "shop").startswith(f"pushed to {source}: 1 new")
+    head = git("rev-parse", "refs/ephyra/quests/checkout-500", cwd=source).stdout.strip()
+    mirror = Workspace.objects.get(slug="shop").repository
+    assert head == git("rev-parse", "refs/ephyra/quests/checkout-500", cwd=mirror).stdout.strip()
+
+    # Someone else's journal moves on the remote; ours moves differently: pushing is refused.
+    other = git("commit-tree", "-p", head, "-m", "elsewhere", f"{head}^{{tree}}", cwd=source)
+    git("update-ref", "refs/ephyra/quests/checkout-500", other.stdout.strip(), cwd=source)
+    late = Path(tmp_path / "late.jsonl")
+    late.write_text(
+        '{"id": "e900", "quest": "checkout-500", "type": "usage_recorded",'
+        ' "at": "2026-12-01T00:00:00Z", "source": "runner", "runner_seconds": 3}\n'
+    )
+    run("apply_events", "shop", str(late))
+    with pytest.raises(CommandError, match="push rejected: refs/ephyra/quests/checkout-500"):
+        run("journals", "push", "shop")
+    remote_head = git("rev-parse", "refs/ephyra/quests/checkout-500", cwd=source).stdout.strip()
+    assert remote_head == other.stdout.strip()  # never overwritten
+    assert "1 diverged: checkout-500" in run("journals", "fetch", "shop")
