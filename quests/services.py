@@ -25,7 +25,8 @@ from ephyra.policy import default_policy, parse_policy
 from journal.apply import Applied, apply
 from journal.store import Journal
 from ledger.audit import audit_append
-from quests.models import Signal, Workspace
+from ledger.models import Operation
+from quests.models import Quest, Signal, Workspace
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,30 @@ def quest_apply(
     with transaction.atomic():
         # One database writer per workspace at a time, so a projection never moves backwards.
         Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
-        # The database follows Git: project the journal's head (which may already be past this
-        # event, if another writer got there) and add every ledger row the database lacks,
-        # including those of a transition a crash kept from the database earlier.
-        caught_up = repair_quest(workspace, decision.quest_id, journal)
-        if applied.duplicate and not caught_up.changed:
-            return Outcome(applied, 0)  # a redelivery the database had already taken
-        inserted = len(caught_up.operations_created)
+        row = (
+            Quest.objects.filter(workspace=workspace, quest_id=decision.quest_id)
+            .values_list("pk", "journal_head")
+            .first()
+        )
+        parents = journal.repo[applied.head].parent_ids
+        parent = str(parents[0]) if parents else None
+        if not applied.duplicate and (row[1] if row else None) == parent:
+            # The usual case: the database saw everything up to this commit's parent, so this
+            # transition's own quest and effects are all that is missing.
+            fields = projection_fields(decision.quest, head)
+            if row is None:
+                Quest.objects.create(workspace=workspace, quest_id=decision.quest_id, **fields)
+            else:
+                Quest.objects.filter(pk=row[0]).update(**fields)
+            inserted = _insert_operations(workspace, decision, head)
+        else:
+            # The database is behind Git (a crash after an earlier journal write) or another
+            # writer already projected past this commit: follow the journal head and add every
+            # ledger row the database lacks.
+            caught_up = repair_quest(workspace, decision.quest_id, journal)
+            if applied.duplicate and not caught_up.changed:
+                return Outcome(applied, 0)  # a redelivery the database had already taken
+            inserted = len(caught_up.operations_created)
         if event.type in {"signal_sensed", "signal_merged", "regression_reopened"}:
             _record_signal(workspace, event)
         audit_append(
@@ -154,6 +172,25 @@ def projection_fields(quest: QuestValue, head: str) -> dict:
         "journal_head": head,
         "data": quest.to_dict(),
     }
+
+
+def _insert_operations(workspace: Workspace, decision, head: str) -> int:
+    # Keys name the event, so a new transition's keys are new; ignore_conflicts covers a race.
+    Operation.objects.bulk_create(
+        [
+            Operation(
+                key=effect.key,
+                workspace=workspace,
+                quest_id=decision.quest_id,
+                type=str(effect.type),
+                payload=effect.payload,
+                journal_commit=head,
+            )
+            for effect in decision.effects
+        ],
+        ignore_conflicts=True,
+    )
+    return len(decision.effects)
 
 
 def _record_signal(workspace: Workspace, event: BaseEvent) -> None:
