@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from benchmarks.records import AGENT_STATES, CHECKPOINT_OF, Effect, Step
 from ephyra.core.proof import binding_problem
 
 STATES = [
@@ -19,26 +20,6 @@ STATES = [
     "abandoned",
 ]  # fmt: skip
 TERMINAL = frozenset({"closed", "abandoned"})
-AGENT_STATES = frozenset({"researching", "reproducing", "patching"})
-CHECKPOINT_OF = {"hypothesised": "A", "planned": "B", "ready": "C"}
-
-
-class Effect(NamedTuple):
-    key: str
-    type: str
-    payload: dict[str, Any]
-
-
-class Step(NamedTuple):
-    quest_id: str
-    event_id: str
-    event_type: str
-    outcome: str
-    state_before: str | None
-    state: str | None
-    revision: int
-    effects: tuple[Effect, ...]
-    reason: str | None = None
 
 
 class Folded(NamedTuple):

@@ -69,9 +69,7 @@ def run(tmp: Path, args: argparse.Namespace) -> None:
     print(f"# engine benchmark on {connection.vendor} ({connection.settings_dict['NAME']})")
     Journal.init(tmp / "apply.git")
     ws = Workspace.objects.create(slug="bench", name="bench", repository=str(tmp / "apply.git"))
-    events = [
-        e for i in range(args.quests) for e in quest_events(f"q{i:05d}", args.per_quest)
-    ]
+    events = [e for i in range(args.quests) for e in quest_events(f"q{i:05d}", args.per_quest)]
     start = time.perf_counter()
     for event in events:
         quest_apply(ws, event)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from transitions import EventData, Machine, MachineError
 
+from benchmarks.records import AGENT_STATES, CHECKPOINT_OF, Effect, Step
 from ephyra.core.proof import binding_problem
 
 STATES = [
@@ -26,26 +27,6 @@ STATES = [
 TERMINAL = ("closed", "abandoned")
 LIVE = [s for s in STATES if s not in TERMINAL and s != "new"]
 PAUSABLE = [s for s in LIVE if s != "parked"]
-AGENT_STATES = frozenset({"researching", "reproducing", "patching"})
-CHECKPOINT_OF = {"hypothesised": "A", "planned": "B", "ready": "C"}
-
-
-class Effect(NamedTuple):
-    key: str
-    type: str
-    payload: dict[str, Any]
-
-
-class Step(NamedTuple):
-    quest_id: str
-    event_id: str
-    event_type: str
-    outcome: str
-    state_before: str | None
-    state: str | None
-    revision: int
-    effects: tuple[Effect, ...]
-    reason: str | None = None
 
 
 class Folded(NamedTuple):
