@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -40,6 +41,12 @@ def workspace_create(
 ) -> Workspace:
     """Register a repository: mirror it under the data directory, where its journals live, and
     remember the source as the remote the journals are pushed to."""
+    if urlsplit(source).password:
+        # Secrets never reach the database (the remote is stored) or Git's config.
+        raise ValueError(
+            "the repository URL carries a password; give it without credentials and let git's "
+            "credential helper supply them"
+        )
     mirror = Path(settings.DATA_DIR) / "mirrors" / f"{slug}.git"
     if mirror.exists():
         raise ValueError(f"{mirror} already exists")

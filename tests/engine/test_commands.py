@@ -123,3 +123,11 @@ def test_journals_travel_to_the_source_repository_and_a_conflict_is_refused(
     remote_head = git("rev-parse", "refs/ephyra/quests/checkout-500", cwd=source).stdout.strip()
     assert remote_head == other.stdout.strip()  # never overwritten
     assert "1 diverged: checkout-500" in run("journals", "fetch", "shop")
+
+
+def test_a_repository_url_with_a_password_is_refused_and_nothing_is_stored(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    with pytest.raises(CommandError, match="the repository URL carries a password"):
+        run("workspace", "add", "shop", "https://bot:hunter2@example.com/shop.git")
+    assert not Workspace.objects.exists()
+    assert not (tmp_path / "data" / "mirrors").exists()
