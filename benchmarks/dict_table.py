@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from benchmarks.records import AGENT_STATES, CHECKPOINT_OF, Effect, Step
+from benchmarks.records import AGENT_STATES, CHECKPOINT_OF, Step, keyed
 from ephyra.core.proof import binding_problem
 
 STATES = [
@@ -206,18 +206,6 @@ UPDATES: dict[str, Callable[[Quest, Any], None]] = {
     "comment_added": _comment,
     "usage_recorded": _usage,
 }
-
-
-def keyed(trail: str, rev: int, event_id: str, specs: list[tuple[str, dict]]) -> tuple:
-    if not specs:
-        return ()
-    seen: dict[str, int] = {}
-    out = []
-    for etype, payload in specs:
-        n = seen.get(etype, 0)
-        seen[etype] = n + 1
-        out.append(Effect(f"{trail}:{rev}:{etype}:{event_id}:{n}", etype, payload))
-    return tuple(out)
 
 
 def fold(events: Iterable[Any], policy: Any) -> Folded:

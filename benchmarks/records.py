@@ -25,3 +25,15 @@ class Step(NamedTuple):
     revision: int
     effects: tuple[Effect, ...]
     reason: str | None = None
+
+
+def keyed(trail: str, rev: int, event_id: str, specs: list[tuple[str, dict]]) -> tuple:
+    if not specs:
+        return ()
+    seen: dict[str, int] = {}
+    out = []
+    for etype, payload in specs:
+        n = seen.get(etype, 0)
+        seen[etype] = n + 1
+        out.append(Effect(f"{trail}:{rev}:{etype}:{event_id}:{n}", etype, payload))
+    return tuple(out)

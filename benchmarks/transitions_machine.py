@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from transitions import EventData, Machine, MachineError
 
-from benchmarks.records import AGENT_STATES, CHECKPOINT_OF, Effect, Step
+from benchmarks.records import AGENT_STATES, CHECKPOINT_OF, Step, keyed
 from ephyra.core.proof import binding_problem
 
 STATES = [
@@ -243,18 +243,6 @@ def build_machine() -> Machine:
         auto_transitions=False,
         after_state_change="do_touch",
     )
-
-
-def keyed(trail: str, rev: int, event_id: str, specs: list[tuple[str, dict]]) -> tuple:
-    if not specs:
-        return ()
-    seen: dict[str, int] = {}
-    out = []
-    for etype, payload in specs:
-        n = seen.get(etype, 0)
-        seen[etype] = n + 1
-        out.append(Effect(f"{trail}:{rev}:{etype}:{event_id}:{n}", etype, payload))
-    return tuple(out)
 
 
 def fold(events: Iterable[Any], policy: Any) -> Folded:
