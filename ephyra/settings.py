@@ -12,6 +12,7 @@ from ephyra.environment import (
     env_bool,
     env_broker,
     env_database,
+    env_int,
     env_list,
     env_path,
     env_secret,
@@ -98,9 +99,11 @@ STATIC_ROOT = DATA_DIR / "static"
 # Celery: the message is only a doorbell; the ledger and the journal hold the truth.
 REDIS_URL = env_broker("REDIS_URL")
 BROKER_DIR = DATA_DIR / "broker"
+# Longer than the longest job, so Redis never hands a running job to a second worker.
+EPHYRA_VISIBILITY_TIMEOUT = env_int("EPHYRA_VISIBILITY_TIMEOUT", 7200, minimum=60)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": EPHYRA_VISIBILITY_TIMEOUT}
 else:
     for folder in ("queue", "processed"):
         (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
@@ -116,6 +119,15 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "ephyra"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# The worker lease (ledger/lease.py) and the ledger's delivery limits (ledger/delivery.py).
+EPHYRA_LEASE_SECONDS = env_int("EPHYRA_LEASE_SECONDS", 30, minimum=2)
+EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
+EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
+# Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.
+EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
 
 LOGGING = {
     "version": 1,

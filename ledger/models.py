@@ -1,10 +1,12 @@
-"""The operation ledger and the audit log.
+"""The operation ledger, the worker lease, inbound events, usage receipts and the audit log.
 
 An operation is one effect, unique by its key, so a replay that finds the key does not ask for
-the effect again. The audit log is append-only and hash-chained per workspace.
+the effect again. The lease makes one worker at a time the writer of a workspace; its
+generation fences every state-changing write. The audit log is append-only and hash-chained.
 """
 
 from django.db import models
+from django.utils import timezone
 
 
 class Operation(models.Model):
@@ -24,14 +26,25 @@ class Operation(models.Model):
     type = models.CharField(max_length=40)
     payload = models.JSONField(default=dict)
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    # Our own delivery counter: each claim adds one, so a job that keeps coming back (it kills
+    # its worker, say) goes to dead letters instead of looping.
     attempts = models.PositiveIntegerField(default=0)
     journal_commit = models.CharField(max_length=64, help_text="The transition that asked for it.")
+    # Due times live here, not in broker ETAs: a retry waits in the database.
+    due_at = models.DateTimeField(default=timezone.now)
+    owner = models.CharField(max_length=200, blank=True, help_text="The worker that claimed it.")
+    generation = models.PositiveBigIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.JSONField(default=dict, blank=True)
+    # How many of the outcome's events the engine has taken; the rest are fed back on restart.
+    events_applied = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [
-            models.Index(fields=["workspace", "state", "created_at"], name="operation_queue"),
+            models.Index(fields=["workspace", "state", "due_at"], name="operation_queue"),
             models.Index(fields=["workspace", "quest_id"], name="operation_quest"),
         ]
 
@@ -59,3 +72,77 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id}#{self.sequence} {self.action}"
+
+
+class Lease(models.Model):
+    """Who serves a workspace. Taking over an expired lease raises the generation, and every
+    state-changing write checks the generation in its own transaction (fencing)."""
+
+    workspace = models.OneToOneField(
+        "quests.Workspace", on_delete=models.CASCADE, primary_key=True, related_name="lease"
+    )
+    owner = models.CharField(max_length=200, blank=True)
+    generation = models.PositiveBigIntegerField(default=0)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id} gen {self.generation} ({self.owner or 'free'})"
+
+
+class InboundEvent(models.Model):
+    """An event waiting for the workspace's worker: web requests, webhooks and commands in
+    other processes enqueue here, and only the lease holder changes quests."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPLIED = "applied"
+        REFUSED = "refused"
+        DEAD = "dead"
+
+    workspace = models.ForeignKey(
+        "quests.Workspace", on_delete=models.CASCADE, related_name="inbound_events"
+    )
+    event_id = models.CharField(max_length=128)
+    quest_id = models.CharField(max_length=128)
+    type = models.CharField(max_length=40)
+    payload = models.JSONField()
+    source = models.CharField(max_length=200)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    result = models.JSONField(default=dict, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "event_id"], name="inbound_unique_event")
+        ]
+        indexes = [models.Index(fields=["workspace", "state", "id"], name="inbound_queue")]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} ({self.type}, {self.state})"
+
+
+class UsageReceipt(models.Model):
+    """Spend against a quest, from the source that reported it. A table, not a transition, so a
+    receipt that arrives after the quest closed is still kept."""
+
+    workspace = models.ForeignKey(
+        "quests.Workspace", on_delete=models.CASCADE, related_name="usage_receipts"
+    )
+    quest_id = models.CharField(max_length=128)
+    key = models.CharField(max_length=400, unique=True, help_text="The reporter's receipt id.")
+    source = models.CharField(max_length=100, help_text="agent, runner, model backend, ...")
+    cost_micros = models.BigIntegerField(default=0, help_text="Cost in millionths of a dollar.")
+    tokens = models.BigIntegerField(default=0)
+    runner_seconds = models.BigIntegerField(default=0)
+    detail = models.JSONField(default=dict, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "quest_id"], name="usage_quest")]
+
+    def __str__(self) -> str:
+        return f"{self.quest_id} {self.source} {self.key}"

@@ -1,0 +1,50 @@
+"""Inbound events: how a process that does not hold a workspace's lease changes a quest.
+
+Web requests, webhooks and commands submit events here; the workspace's worker applies them in
+arrival order through the engine, under its fence. Submission is idempotent by event id, so a
+redelivered webhook or a retried request is stored once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from ephyra.core.events import BaseEvent, event_to_dict
+from ledger.models import InboundEvent
+
+log = logging.getLogger(__name__)
+
+
+def submit_event(workspace, event: BaseEvent, *, source: str) -> InboundEvent:
+    """Store ``event`` for the workspace's worker and ring its doorbell once the surrounding
+    transaction commits. A second submission of the same event id returns the first row."""
+    try:
+        with transaction.atomic():
+            row = InboundEvent.objects.create(
+                workspace=workspace,
+                event_id=event.id,
+                quest_id=event.quest,
+                type=event.type,  # type: ignore[attr-defined]
+                payload=event_to_dict(event),
+                source=source,
+            )
+    except IntegrityError:
+        return InboundEvent.objects.get(workspace=workspace, event_id=event.id)
+    transaction.on_commit(lambda: ring(workspace.pk))
+    return row
+
+
+def ring(workspace_id: int) -> None:
+    """Tell the workers that a workspace has work. Only a doorbell: a lost ring costs latency,
+    never work, because the lease holder also polls the database on every heartbeat."""
+    if not settings.EPHYRA_DOORBELL:
+        return
+    from ephyra.celery import app
+
+    try:
+        app.send_task("ledger.ring", args=[workspace_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    except Exception:  # the broker being down must not fail the request
+        log.warning("could not ring the doorbell of workspace %s", workspace_id, exc_info=True)
