@@ -96,6 +96,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
+# The audit chain's head is anchored in Git every so many entries (ledger/audit.py).
+EPHYRA_AUDIT_ANCHOR_EVERY = env_int("EPHYRA_AUDIT_ANCHOR_EVERY", 100, minimum=1)
+
 # Celery: the message is only a doorbell; the ledger and the journal hold the truth.
 REDIS_URL = env_broker("REDIS_URL")
 BROKER_DIR = DATA_DIR / "broker"
