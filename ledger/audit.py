@@ -1,41 +1,78 @@
 """The hash-chained audit log: each entry's hash covers its content and the previous hash.
 
-``entry_hash = canonical_digest({"sequence", "at", "actor", "action", "object", "payload",
-"previous_hash"})``; the first entry of a workspace chains from ``GENESIS``. Editing, removing
-or reordering an entry breaks every hash after it.
+``entry_hash = canonical_digest(entry_content(entry))``; the first entry of a workspace chains
+from ``GENESIS``. Editing, removing or reordering an entry breaks every hash after it; the
+database's triggers refuse UPDATE and DELETE (migration 0002); and the chain's head is anchored
+in the workspace's Git repository (``journal.anchor``), so even a chain rebuilt consistently
+from scratch, or cut short, is caught by ``audit_check``. docs/audit.md says how to recompute
+a hash by hand.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
 from ephyra.core.canonical import canonical_digest
+from journal.anchor import Anchor, AnchorConflict, AnchorError, anchor_history, write_anchor
 from ledger.models import AuditEntry
 
+log = logging.getLogger(__name__)
+
 GENESIS = "sha256:" + "0" * 64
+# seed: each checkpoint decision is a moment someone must be able to prove later.
+CHECKPOINT_ACTION = "quest.checkpoint_decided"
+_ANCHOR_ATTEMPTS = 3
+
+
+class AuditBroken(Exception):
+    """The audit log does not verify; ``problem`` names the first broken entry and why."""
+
+    def __init__(self, workspace: str, problem: str) -> None:
+        self.workspace, self.problem = workspace, problem
+        super().__init__(f"{workspace}: {problem}")
+
+
+def hashed_time(at: datetime) -> str:
+    """How an entry's time is hashed: ISO 8601 in UTC (the database hands times back in UTC)."""
+    return at.astimezone(UTC).isoformat()
+
+
+def entry_content(entry: AuditEntry) -> dict[str, Any]:
+    """What an entry's hash covers (everything but the hash itself and the row's id)."""
+    return {
+        "sequence": entry.sequence,
+        "at": hashed_time(entry.at),
+        "actor": entry.actor,
+        "action": entry.action,
+        "object": entry.object,
+        "payload": entry.payload,
+        "previous_hash": entry.previous_hash,
+    }
 
 
 def entry_digest(entry: AuditEntry) -> str:
-    return canonical_digest(
-        {
-            "sequence": entry.sequence,
-            # The database hands times back in UTC; hash them that way so verify agrees.
-            "at": entry.at.astimezone(UTC).isoformat(),
-            "actor": entry.actor,
-            "action": entry.action,
-            "object": entry.object,
-            "payload": entry.payload,
-            "previous_hash": entry.previous_hash,
-        }
-    )
+    return canonical_digest(entry_content(entry))
 
 
 def audit_append(
     workspace, *, at: datetime, actor: str, action: str, object: str, payload: dict[str, Any]
 ) -> AuditEntry:
     """Append one entry. Call inside the transaction of the change it records, after locking
-    the workspace row (``select_for_update``), so two writers cannot take the same sequence."""
+    the workspace row (``select_for_update``), so two writers cannot take the same sequence.
+
+    Every ``EPHYRA_AUDIT_ANCHOR_EVERY``-th entry and every checkpoint decision is anchored in
+    Git once the transaction commits, so an anchor never names an entry that was rolled back,
+    and a failed anchor (logged) never undoes the change: the next anchor covers it."""
+    if at.utcoffset() is None:
+        raise ValueError("an audit entry's time must carry a time zone")
     last = (
         AuditEntry.objects.filter(workspace=workspace)
         .order_by("-sequence")
@@ -55,18 +92,174 @@ def audit_append(
     )
     entry.entry_hash = entry_digest(entry)
     entry.save(force_insert=True)
+    if sequence % settings.EPHYRA_AUDIT_ANCHOR_EVERY == 0 or action == CHECKPOINT_ACTION:
+        transaction.on_commit(lambda: _anchor_after_commit(workspace, sequence, action))
     return entry
 
 
+def _anchor_after_commit(workspace, sequence: int, action: str) -> None:
+    try:
+        _anchor(workspace, upto=sequence, action=action)
+    except AuditBroken as exc:
+        log.error("audit log not anchored: %s", exc)
+    except Exception:
+        # Anchoring is a second copy of what is already committed; losing one is repaired by
+        # the next, so it must not turn a committed change into an error for the caller.
+        log.exception(
+            "audit log of %s not anchored at entry #%d; the next anchor covers it",
+            workspace.slug,
+            sequence,
+        )
+
+
+def audit_anchor(workspace) -> Anchor | None:
+    """Anchor the chain's current head in the workspace's repository now.
+
+    None when there is nothing new to anchor. Raises ``AuditBroken`` when the entries since the
+    last anchor do not verify (an anchor never vouches for a broken chain), ``AnchorError``
+    when the repository cannot be written."""
+    return _anchor(workspace, upto=None, action="")
+
+
+def _anchor(workspace, *, upto: int | None, action: str) -> Anchor | None:
+    for _ in range(_ANCHOR_ATTEMPTS):
+        anchors = anchor_history(workspace.repository, workspace.slug)
+        current = anchors[-1] if anchors else None
+        start = current.sequence if current else 1
+        if upto is not None and current is not None and upto <= current.sequence:
+            return None  # a later anchor already covers it
+        entries = AuditEntry.objects.filter(workspace=workspace, sequence__gte=start)
+        if upto is not None:
+            entries = entries.filter(sequence__lte=upto)
+        walk = _Walk(
+            previous=None if current else GENESIS,
+            sequence=start,
+            anchored={current.sequence: current.entry_hash} if current else {},
+        )
+        walk.run(entries.order_by("sequence").iterator(chunk_size=500))
+        if walk.problem is None:
+            walk.check_length(current)
+        if walk.problem is not None:
+            # The walk saw only the entries since the anchor; the whole check names the cause.
+            raise AuditBroken(workspace.slug, audit_check(workspace).problem or walk.problem)
+        head = walk.last
+        if head is None or (current is not None and head.sequence <= current.sequence):
+            return None
+        try:
+            return write_anchor(
+                workspace.repository,
+                workspace.slug,
+                sequence=head.sequence,
+                entry_hash=head.entry_hash,
+                at=hashed_time(head.at),
+                when=timezone.now(),
+                action=action or head.action,
+            )
+        except AnchorConflict:
+            continue  # another writer anchored first: read its anchor and decide again
+    raise AnchorConflict(
+        f"{workspace.slug}: the audit anchor kept moving ({_ANCHOR_ATTEMPTS} attempts)"
+    )
+
+
+class _Walk:
+    """Checks entries in sequence order; stops at the first one that does not verify."""
+
+    def __init__(self, *, previous: str | None, sequence: int, anchored: dict[int, str]):
+        # previous None: the walk starts at an anchored entry, whose own hash is the check.
+        self.previous, self.expected, self.anchored = previous, sequence, anchored
+        self.count, self.last, self.problem = 0, None, None
+        self.broken_at: int | None = None
+
+    def _broken(self, sequence: int, problem: str) -> None:
+        self.broken_at, self.problem = sequence, problem
+
+    def run(self, entries: Iterable[AuditEntry]) -> None:
+        for entry in entries:
+            expected, sequence = self.expected, entry.sequence
+            if sequence != expected:
+                which = (
+                    f"entry #{expected} was"
+                    if sequence == expected + 1
+                    else f"entries #{expected} to #{sequence - 1} were"
+                )
+                gap = (
+                    f"the log goes from #{expected - 1} to #{sequence}"
+                    if expected > 1
+                    else f"the log starts at #{sequence}"
+                )
+                return self._broken(expected, f"{which} deleted: {gap}")
+            if self.previous is not None and entry.previous_hash != self.previous:
+                after = "start the chain" if sequence == 1 else f"chain from entry #{sequence - 1}"
+                return self._broken(
+                    sequence,
+                    f"entry #{sequence} does not {after}: entries were reordered or replaced",
+                )
+            if entry_digest(entry) != entry.entry_hash:
+                return self._broken(
+                    sequence, f"entry #{sequence} was edited: its content does not match its hash"
+                )
+            anchored = self.anchored.get(sequence)
+            if anchored is not None and anchored != entry.entry_hash:
+                return self._broken(
+                    sequence,
+                    f"entry #{sequence} has hash {entry.entry_hash} but the anchor in Git names "
+                    f"{anchored}: the log was rebuilt after it was anchored",
+                )
+            self.previous, self.expected = entry.entry_hash, expected + 1
+            self.count, self.last = self.count + 1, entry
+        return None
+
+    def check_length(self, anchor: Anchor | None) -> None:
+        """After a clean walk: the log must reach the latest anchor."""
+        end = self.expected - 1
+        if anchor is None or end >= anchor.sequence:
+            return
+        held = f"ends at entry #{end}" if end else "is empty"
+        self._broken(
+            end + 1,
+            f"the log {held} but the anchor in Git names entry #{anchor.sequence}: "
+            f"entries #{end + 1} to #{anchor.sequence} were truncated",
+        )
+
+
+@dataclass(frozen=True)
+class AuditCheck:
+    """What ``audit_check`` found for one workspace."""
+
+    workspace: str
+    verified: int  # entries from #1 that verified before the first problem
+    anchor: Anchor | None  # the latest anchor, when it could be read
+    problem: str | None = None
+    broken_at: int | None = None  # the first broken entry, when the problem is an entry
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def summary(self) -> str:
+        if self.problem is not None:
+            return f"{self.workspace}: BROKEN: {self.problem}"
+        where = f"anchored at #{self.anchor.sequence}" if self.anchor else "not anchored yet"
+        return f"{self.workspace}: verified {self.verified} entries ({where})"
+
+
+def audit_check(workspace) -> AuditCheck:
+    """Verify the whole chain of a workspace, and each anchor in Git against it."""
+    try:
+        anchors = anchor_history(workspace.repository, workspace.slug)
+    except AnchorError as exc:
+        return AuditCheck(workspace.slug, 0, None, f"the anchors in Git cannot be read: {exc}")
+    latest = anchors[-1] if anchors else None
+    walk = _Walk(previous=GENESIS, sequence=1, anchored={a.sequence: a.entry_hash for a in anchors})
+    entries = AuditEntry.objects.filter(workspace=workspace).order_by("sequence")
+    walk.run(entries.iterator(chunk_size=2000))
+    if walk.problem is None:
+        walk.check_length(latest)
+    return AuditCheck(workspace.slug, walk.count, latest, walk.problem, walk.broken_at)
+
+
 def audit_verify(workspace) -> tuple[int, str | None]:
-    """(entries verified, the first problem or None)."""
-    previous, expected_sequence, count = GENESIS, 1, 0
-    for entry in AuditEntry.objects.filter(workspace=workspace).order_by("sequence").iterator():
-        if entry.sequence != expected_sequence:
-            return count, f"entry {expected_sequence} is missing (found {entry.sequence})"
-        if entry.previous_hash != previous:
-            return count, f"entry {entry.sequence} does not chain from entry {entry.sequence - 1}"
-        if entry_digest(entry) != entry.entry_hash:
-            return count, f"entry {entry.sequence} was altered"
-        previous, expected_sequence, count = entry.entry_hash, expected_sequence + 1, count + 1
-    return count, None
+    """(entries verified, the first problem or None): ``audit_check`` in its first shape."""
+    check = audit_check(workspace)
+    return check.verified, check.problem
