@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from quests import views as quest_views
 
@@ -7,4 +7,5 @@ urlpatterns = [
     path("", quest_views.home, name="home"),
     path("healthz", quest_views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("hooks/", include("intake.urls")),
 ]

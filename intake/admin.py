@@ -1,0 +1,67 @@
+from django import forms
+from django.contrib import admin
+
+from intake.credentials import validate_reference
+from intake.models import Hook, ReviewLink, WebhookDelivery
+
+
+class HookForm(forms.ModelForm):
+    class Meta:
+        model = Hook
+        fields = ("workspace", "kind", "secret_ref", "active")
+
+    def clean_secret_ref(self):
+        reference = self.cleaned_data["secret_ref"]
+        if not reference and not (self.instance and self.instance.token_hash):
+            raise forms.ValidationError("give env:NAME or file:/path")
+        if reference:
+            try:
+                validate_reference(reference)
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return reference
+
+
+@admin.register(Hook)
+class HookAdmin(admin.ModelAdmin):
+    """A token digest is made only by ``manage.py hooks add --generate-token``."""
+
+    form = HookForm
+    list_display = ("workspace", "kind", "secret_ref", "active", "created_at")
+    list_filter = ("kind", "active")
+    readonly_fields = ("token_hash", "created_at")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """Read-only: deliveries are what the forges sent."""
+
+    list_display = (
+        "delivery_id",
+        "workspace",
+        "forge",
+        "event",
+        "outcome",
+        "events",
+        "received_at",
+    )
+    list_filter = ("forge", "outcome", "workspace")
+    search_fields = ("delivery_id", "event")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(ReviewLink)
+class ReviewLinkAdmin(admin.ModelAdmin):
+    list_display = ("repository", "number", "quest_id", "workspace", "forge", "created_at")
+    search_fields = ("repository", "quest_id")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return False

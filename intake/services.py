@@ -1,0 +1,213 @@
+"""Hooks and deliveries: the one place that writes them.
+
+``delivery_receive`` takes a verified, parsed delivery: it loads the quests the fact concerns,
+asks ``ephyra.forge.webhooks`` for the quest events, and in one transaction stores the delivery
+row and hands the events to the inbound queue, which the workspace's worker applies through the
+engine. The unique delivery id, not a read before the write, is what makes a redelivery count
+once, even when two copies race.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.urls import reverse
+
+from ephyra.forge import signatures
+from ephyra.forge.facts import CheckResult, Comment, Deployment, Fact, Ignored, Ping, Push, Review
+from ephyra.forge.webhooks import (
+    SCHEMES,
+    OpenQuest,
+    concerned,
+    for_workspace,
+    quest_events,
+    selection,
+)
+from intake.credentials import validate_reference
+from intake.models import Hook, ReviewLink, WebhookDelivery
+from ledger.inbound import submit_event
+from quests.models import Quest, Workspace
+
+logger = logging.getLogger("ephyra.intake")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What became of a delivery: ``status`` is the word the forge reads in the response."""
+
+    status: str  # accepted, processed, recorded, ignored, pong or duplicate
+    events: int = 0
+    reason: str = ""
+
+
+def hook_create(
+    workspace: Workspace, kind: str, *, secret_ref: str | None = None, generate_token: bool = False
+) -> tuple[Hook, str | None]:
+    """Register a hook. Returns the hook and, with ``generate_token`` (GitLab only), the token
+    to paste into GitLab: it is shown once, and only its salted digest is kept."""
+    if kind not in SCHEMES:
+        raise ValueError(f"unknown forge {kind!r}: use one of {', '.join(SCHEMES)}")
+    if (secret_ref is None) == (not generate_token):
+        raise ValueError("give exactly one of a secret reference or generate_token")
+    if Hook.objects.filter(workspace=workspace, kind=kind).exists():
+        raise ValueError(f"workspace {workspace.slug} already has a {kind} hook; remove it first")
+    token = None
+    if generate_token:
+        if kind != "gitlab":
+            raise ValueError(
+                f"{SCHEMES[kind].label} signs deliveries with the secret itself, so Ephyra must "
+                "be able to read it: give --secret-env or --secret-file"
+            )
+        token = secrets.token_urlsafe(32)
+        stored = signatures.hash_token(token, secrets.token_bytes(16))
+        hook = Hook.objects.create(workspace=workspace, kind=kind, token_hash=stored)
+    else:
+        hook = Hook.objects.create(
+            workspace=workspace, kind=kind, secret_ref=validate_reference(secret_ref or "")
+        )
+    return hook, token
+
+
+def hook_endpoint(hook: Hook) -> str:
+    return reverse("intake:receive", kwargs={"kind": hook.kind, "slug": hook.workspace.slug})
+
+
+def _load_quests(workspace: Workspace, fact: Fact, linked: list[str]) -> list[OpenQuest]:
+    wanted = selection(fact, linked)
+    if not wanted:
+        return []
+    query = Q(state__in=[str(s) for s in wanted.states]) | Q(quest_id__in=sorted(wanted.ids))
+    rows = Quest.objects.filter(workspace=workspace).filter(query).values_list("data", flat=True)
+    return [OpenQuest.from_dict(data) for data in rows]
+
+
+def _linked(hook: Hook, fact: Fact) -> list[str]:
+    if not isinstance(fact, Comment) or fact.review is None:
+        return []
+    return list(
+        ReviewLink.objects.filter(
+            workspace=hook.workspace,
+            forge=hook.kind,
+            repository=fact.review.repository,
+            number=fact.review.number,
+        ).values_list("quest_id", flat=True)
+    )
+
+
+def _details(fact: Fact) -> dict:
+    if isinstance(fact, Ignored):
+        return {"reason": fact.reason}
+    if isinstance(fact, Push):
+        return {"ref": fact.ref, "before": fact.before, "after": fact.after}
+    if isinstance(fact, Comment) and fact.review is not None:
+        return {"repository": fact.review.repository, "number": fact.review.number}
+    if isinstance(fact, Review):
+        return {
+            "repository": fact.ref.repository,
+            "number": fact.ref.number,
+            "action": fact.action,
+            "head": fact.head,
+        }
+    if isinstance(fact, Deployment):
+        return {"sha": fact.sha, "environment": fact.environment, "at": _iso(fact.at)}
+    if isinstance(fact, CheckResult):
+        return {
+            "sha": fact.sha,
+            "name": fact.name,
+            "conclusion": fact.conclusion,
+            "at": _iso(fact.at),
+            **fact.details,
+        }
+    return {}
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
+
+
+def delivery_receive(
+    hook: Hook, *, delivery_id: str, event: str, fact: Fact, received_at: datetime
+) -> Receipt:
+    """Store the delivery and submit its quest events, once per delivery id."""
+    workspace = hook.workspace
+    scheme = SCHEMES[hook.kind]
+    fact = for_workspace(fact, workspace.base_branch)
+    quests = _load_quests(workspace, fact, _linked(hook, fact))
+    events = quest_events(
+        fact, quests, prefix=scheme.prefix, delivery=delivery_id, received_at=received_at
+    )
+    if events:
+        outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("accepted", len(events))
+        about = sorted({e.quest for e in events})
+    elif isinstance(fact, Push | Comment):
+        outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("processed")
+        about = []
+    elif isinstance(fact, Deployment | CheckResult | Review):
+        about = concerned(fact, quests)
+        if isinstance(fact, Review) and not about:
+            outcome = WebhookDelivery.Outcome.IGNORED
+            receipt = Receipt("ignored", reason="the pull request names no quest of this workspace")
+        else:
+            outcome, receipt = WebhookDelivery.Outcome.RECORDED, Receipt("recorded")
+    elif isinstance(fact, Ping):
+        outcome, receipt, about = WebhookDelivery.Outcome.IGNORED, Receipt("pong"), []
+    else:
+        reason = fact.reason if isinstance(fact, Ignored) else "nothing to do"
+        outcome, receipt, about = (
+            WebhookDelivery.Outcome.IGNORED,
+            Receipt("ignored", reason=reason),
+            [],
+        )
+    details = _details(fact)
+    if receipt.reason and "reason" not in details:
+        details["reason"] = receipt.reason
+
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                WebhookDelivery.objects.create(
+                    workspace=workspace,
+                    hook=hook,
+                    forge=hook.kind,
+                    delivery_id=delivery_id,
+                    event=event,
+                    received_at=received_at,
+                    outcome=outcome,
+                    events=len(events),
+                    quests=about,
+                    details=details,
+                )
+        except IntegrityError:
+            logger.info("%s delivery %s to %s: duplicate", hook.kind, delivery_id, workspace.slug)
+            return Receipt("duplicate")
+        if isinstance(fact, Review) and about:
+            ReviewLink.objects.bulk_create(
+                [
+                    ReviewLink(
+                        workspace=workspace,
+                        forge=hook.kind,
+                        repository=fact.ref.repository,
+                        number=fact.ref.number,
+                        quest_id=quest_id,
+                    )
+                    for quest_id in about
+                ],
+                ignore_conflicts=True,
+            )
+        for quest_event in events:
+            submit_event(workspace, quest_event, source=f"webhook:{hook.kind}")
+    logger.info(
+        "%s delivery %s (%s) to %s: %s, %d quest events",
+        hook.kind,
+        delivery_id,
+        event,
+        workspace.slug,
+        receipt.status,
+        len(events),
+    )
+    return receipt
