@@ -115,9 +115,13 @@ def _anchor_after_commit(workspace, sequence: int, action: str) -> None:
 def audit_anchor(workspace) -> Anchor | None:
     """Anchor the chain's current head in the workspace's repository now.
 
-    None when there is nothing new to anchor. Raises ``AuditBroken`` when the entries since the
-    last anchor do not verify (an anchor never vouches for a broken chain), ``AnchorError``
-    when the repository cannot be written."""
+    None when there is nothing new to anchor. Raises ``AuditBroken`` when the log does not
+    verify (an anchor never vouches for a broken chain: a person asking checks all of it; the
+    automatic anchors check what came since the last one), ``AnchorError`` when the repository
+    cannot be read or written."""
+    check = audit_check(workspace)
+    if not check.ok:
+        raise AuditBroken(workspace.slug, check.problem)  # type: ignore[arg-type]
     return _anchor(workspace, upto=None, action="")
 
 
