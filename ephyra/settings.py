@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "inbox",
     "ledger",
     "journal",
+    "intake",
 ]
 
 MIDDLEWARE = [
@@ -131,6 +132,9 @@ EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
 EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
 # Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.
 EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
+
+# Forge webhooks (intake/): the largest body taken; larger ones are refused with 413.
+EPHYRA_WEBHOOK_MAX_BYTES = env_int("EPHYRA_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=1024)
 
 LOGGING = {
     "version": 1,
