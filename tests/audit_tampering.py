@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 from django.db import connections
 
+from ledger.models import AuditEntry
+
 _migration = importlib.import_module("ledger.migrations.0002_audit_append_only")
 TABLE = _migration.TABLE
 
@@ -47,3 +49,11 @@ def audit_triggers_disabled(using: str = "default") -> Iterator[None]:
         with connection.cursor() as cursor:
             for statement in on:
                 cursor.execute(statement)
+
+
+def erase_audit_log(using: str = "default") -> None:
+    """Empty the audit log past its triggers. A test whose transactions commit
+    (``django_db(transaction=True)``) calls it before it ends: Django's flush between tests
+    deletes (SQLite) or truncates (PostgreSQL) every table, and the triggers refuse that."""
+    with audit_triggers_disabled(using):
+        AuditEntry.objects.using(using).all().delete()

@@ -6,13 +6,15 @@ import importlib
 from datetime import UTC, datetime
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 
 from journal.store import Journal
 from ledger.audit import audit_append, audit_verify
 from ledger.models import AuditEntry
 from quests.models import Workspace
-from tests.audit_tampering import audit_triggers_disabled
+from tests.audit_tampering import audit_triggers_disabled, erase_audit_log
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +140,29 @@ def test_an_audit_time_without_a_zone_is_refused(shop):
         audit_append(
             shop, at=datetime(2026, 12, 1, 9, 0), actor="a", action="b", object="c", payload={}
         )
+
+
+def note(workspace):
+    audit_append(
+        workspace,
+        at=datetime(2026, 12, 1, 9, 0, tzinfo=UTC),
+        actor="a",
+        action="b",
+        object="c",
+        payload={},
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_log_refuses_the_test_flush_until_the_helper_erases_it(tmp_path):
+    workspace = Workspace.objects.create(slug="kept", name="Kept", repository=str(tmp_path))
+    note(workspace)
+    with pytest.raises(CommandError, match="couldn't be flushed"):
+        call_command("flush", interactive=False, verbosity=0)
+    assert AuditEntry.objects.count() == 1  # the flush rolled back whole
+    erase_audit_log()
+    assert AuditEntry.objects.count() == 0
+    note(workspace)
+    with pytest.raises(IntegrityError):  # the helper put the triggers back
+        AuditEntry.objects.update(actor="x")
+    erase_audit_log()  # so this test's own teardown flush goes through
