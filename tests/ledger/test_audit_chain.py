@@ -7,6 +7,9 @@ database owner tampers, past the append-only triggers.
 
 from __future__ import annotations
 
+import hashlib
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,8 @@ from tests.audit_tampering import audit_triggers_disabled
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "docs" / "examples"
 
 
 def main_line():
@@ -172,3 +176,26 @@ def test_unreadable_anchors_fail_the_check_rather_than_pass_it(shop, tmp_path):
     result = audit_check(shop)
     assert not result.ok
     assert result.problem.startswith("the anchors in Git cannot be read: no Git repository at ")
+
+
+def test_the_example_in_docs_audit_md_is_the_hash_the_code_computes(db):
+    page = (ROOT / "docs" / "audit.md").read_text(encoding="utf-8")
+    line = next(x for x in page.splitlines() if x.startswith('{"action":'))
+    documented = re.search(r"its `entry_hash` is `(sha256:[0-9a-f]{64})`", page).group(1)
+    assert "sha256:" + hashlib.sha256(line.encode()).hexdigest() == documented
+    entry = AuditEntry(
+        sequence=5,
+        at=datetime(2026, 11, 30, 8, 15, tzinfo=UTC),
+        actor="ann",
+        action="quest.checkpoint_decided",
+        object="quest:checkout-500",
+        payload={
+            "effects": ["checkout-500:1:start_agent:e005:0"],
+            "event": "e005",
+            "from": "hypothesised",
+            "revision": 1,
+            "to": "reproducing",
+        },
+        previous_hash="sha256:" + "ab" * 32,
+    )
+    assert entry_digest(entry) == documented
