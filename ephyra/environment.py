@@ -87,6 +87,17 @@ def env_list(name: str, default: list[str], *, env: Mapping[str, str] | None = N
     return items
 
 
+def env_mapping(name: str, *, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``key=value,key2=value2``; an empty value is allowed (it switches a default off)."""
+    mapping: dict[str, str] = {}
+    for item in env_list(name, [], env=env):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ImproperlyConfigured(f"{name} must look like key=value,key2=value2; got {item!r}")
+        mapping[key.strip()] = value.strip()
+    return mapping
+
+
 def env_path(name: str, default: Path, *, env: Mapping[str, str] | None = None) -> Path:
     value = _raw(name, env)
     if value is None:

@@ -14,6 +14,7 @@ from ephyra.environment import (
     env_database,
     env_int,
     env_list,
+    env_mapping,
     env_path,
     env_secret,
 )
@@ -127,7 +128,10 @@ CELERY_TASK_DEFAULT_QUEUE = "ephyra"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # The worker lease (ledger/lease.py) and the ledger's delivery limits (ledger/delivery.py).
-EPHYRA_LEASE_SECONDS = env_int("EPHYRA_LEASE_SECONDS", 30, minimum=2)
+EPHYRA_LEASE_MS = env_int("EPHYRA_LEASE_MS", 30_000, minimum=100)
+EPHYRA_POLL_MS = env_int("EPHYRA_POLL_MS", 1_000, minimum=10)
+# effect type -> dotted path of its adapter class, over ephyra/compose.py's built-in table.
+EPHYRA_EFFECT_ADAPTERS = env_mapping("EPHYRA_EFFECT_ADAPTERS")
 EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
 EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
 # Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.

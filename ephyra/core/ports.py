@@ -7,6 +7,7 @@ recognise a request it has seen. Adapters live outside the core; ``ephyra/compos
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal, NamedTuple, Protocol
 
 from ephyra.core.effects import WRITE_EFFECTS, EffectType
@@ -24,9 +25,11 @@ class EffectRequest(NamedTuple):
 
 class EffectResult(NamedTuple):
     """What came of an effect. ``events`` go back to the engine, in order; their ids must be
-    derived from the request's key so that feeding them again after a crash is a redelivery."""
+    derived from the request's key (``outcome_event_id``) so that feeding them again after a
+    crash is a redelivery. A ``check`` may also answer ``absent``: the write certainly did not
+    happen, so delivering it again is safe."""
 
-    status: Literal["succeeded", "failed"]
+    status: Literal["succeeded", "failed", "absent"]
     detail: dict[str, Any] = {}
     events: tuple[BaseEvent, ...] = ()
 
@@ -50,3 +53,9 @@ class EffectAdapter(Protocol):
 def retry_safe(effect_type: EffectType) -> bool:
     """Reads and computations may run again; writes never run again without a check."""
     return effect_type not in WRITE_EFFECTS
+
+
+def outcome_event_id(key: str, index: int) -> str:
+    """Events an outcome feeds back are named by the operation, so a second feeding after a
+    crash is a redelivery the journal recognises, not a new event."""
+    return f"fx-{hashlib.sha256(key.encode()).hexdigest()[:24]}-{index}"

@@ -1,0 +1,355 @@
+"""Delivering effects once: claim, call the adapter under the ledger key, record, feed back.
+
+Every step that changes state runs in its own transaction that starts with ``fence_check``, so a
+worker that lost its lease changes nothing. The order of the steps is what makes a crash safe:
+
+1. **claim** (pending → started, fenced; the delivery counter rises);
+2. **call** the adapter with the ledger key as its idempotency key;
+3. **record** the outcome, with the events it produced (succeeded or failed; an exception from a
+   write leaves it **ambiguous**, never retried automatically);
+4. **feed back** each event through the engine, counting the ones taken in the same transaction
+   as the engine's projection, so a restart feeds exactly the rest.
+
+A crash after 1 leaves a started operation with no outcome. Its next worker finds it orphaned:
+a read or computation goes back to pending (dead once the counter passes the limit); a write
+becomes ambiguous, and the adapter's ``check`` or a person resolves it (``reconcile``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pygit2
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ephyra.compose import effect_adapters
+from ephyra.core.effects import EffectType
+from ephyra.core.events import BaseEvent, event_to_dict, parse_event
+from ephyra.core.machine import REFUSED
+from ephyra.core.ports import EffectFailed, EffectRequest, EffectResult, retry_safe
+from ledger import faults
+from ledger.audit import audit_append
+from ledger.lease import Fence, LeaseLost, fence_check
+from ledger.models import InboundEvent, Operation
+from quests.models import Quest, Workspace
+from quests.services import Outcome, quest_apply, workspace_journal
+
+log = logging.getLogger(__name__)
+State = Operation.State
+
+
+@dataclass
+class Counts:
+    delivered: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    ambiguous: int = 0
+    dead: int = 0
+    retried: int = 0
+    superseded: int = 0
+    events: int = 0
+    inbound: int = 0
+
+    def add(self, other: Counts) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def fenced_apply(
+    fence: Fence,
+    workspace: Workspace,
+    event: BaseEvent,
+    *,
+    then: Callable[[Outcome], None] | None = None,
+) -> Outcome:
+    """The engine under the lease: the fence's row lock is held across the journal write and
+    the projection, so no other generation can write in between. ``then`` runs in the same
+    transaction as the projection (to count an event as taken, say)."""
+    with transaction.atomic():
+        fence_check(fence)
+        outcome = quest_apply(workspace, event, after_journal=lambda: faults.reach("after_journal"))
+        if then is not None:
+            then(outcome)
+    return outcome
+
+
+def _request(workspace: Workspace, op: Operation) -> EffectRequest:
+    return EffectRequest(
+        key=op.key,
+        type=EffectType(op.type),
+        workspace=workspace.slug,
+        quest_id=op.quest_id,
+        payload=op.payload,
+        attempt=op.attempts,
+    )
+
+
+def _result_outcome(result: EffectResult) -> dict:
+    return {
+        "status": result.status,
+        "detail": result.detail,
+        "events": [event_to_dict(event) for event in result.events],
+    }
+
+
+def is_current(workspace: Workspace, op: Operation) -> tuple[bool, str]:
+    """Does the quest still ask for this effect? Yes while it has not changed state since the
+    transition that asked: a later state (killed, revised, parked) supersedes the request."""
+    row = (
+        Quest.objects.filter(workspace=workspace, quest_id=op.quest_id)
+        .values_list("journal_head", "state")
+        .first()
+    )
+    if row is None:
+        return False, "the quest has no projection"
+    head, state = row
+    if head == op.journal_commit:
+        return True, ""
+    journal = workspace_journal(workspace)
+    # Every transition from the one that asked up to the head must have left the state alone.
+    for oid in journal.commits(pygit2.Oid(hex=head)):
+        if str(oid) != head and str(journal.quest_at(oid).state) != state:
+            break
+        if str(oid) == op.journal_commit:
+            return True, ""
+    return False, f"the quest moved on to {state} since it asked"
+
+
+def claim(fence: Fence, op: Operation) -> bool:
+    with transaction.atomic():
+        fence_check(fence)
+        now = timezone.now()
+        taken = Operation.objects.filter(pk=op.pk, state=State.PENDING).update(
+            state=State.STARTED,
+            owner=fence.owner,
+            generation=fence.generation,
+            attempts=F("attempts") + 1,
+            started_at=now,
+            updated_at=now,
+        )
+    if taken:
+        op.refresh_from_db()
+    return bool(taken)
+
+
+def _finish(fence: Fence, op: Operation, state: str, outcome: dict, **extra) -> bool:
+    """Record an outcome, only if this worker's claim is still the operation's claim."""
+    with transaction.atomic():
+        fence_check(fence)
+        now = timezone.now()
+        done = Operation.objects.filter(
+            pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
+        ).update(state=state, outcome=outcome, finished_at=now, updated_at=now, **extra)
+        if done and state in {State.AMBIGUOUS, State.DEAD}:
+            _audit(op, f"operation.{state}", outcome)
+    if done:
+        op.refresh_from_db()
+    return bool(done)
+
+
+def _audit(op: Operation, action: str, payload: dict, actor: str = "ephyra") -> None:
+    workspace = Workspace.objects.select_for_update().get(pk=op.workspace_id)
+    audit_append(
+        workspace,
+        at=timezone.now(),
+        actor=actor,
+        action=action,
+        object=f"operation:{op.key}",
+        payload={"type": op.type, "quest": op.quest_id, **payload},
+    )
+
+
+def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
+    """Deliver one claimed operation and feed its events back."""
+    counts = Counts(delivered=1)
+    adapter = effect_adapters()[EffectType(op.type)]
+    request = _request(workspace, op)
+    faults.reach("after_claim")
+    try:
+        result = adapter.run(request)
+    except EffectFailed as exc:
+        result = EffectResult("failed", {"error": str(exc)})
+    except Exception as exc:  # the adapter's own failure: what happened outside is unknown
+        log.warning("effect %s raised", op.key, exc_info=True)
+        return _after_exception(fence, op, f"{type(exc).__name__}: {exc}")
+    faults.reach("after_call")
+    if not _finish(fence, op, result.status, _result_outcome(result)):
+        return counts
+    setattr(counts, result.status, 1)
+    faults.reach("after_outcome")
+    counts.events = feed_back(fence, workspace, op)
+    return counts
+
+
+def _after_exception(fence: Fence, op: Operation, error: str) -> Counts:
+    if not retry_safe(EffectType(op.type)):
+        _finish(fence, op, State.AMBIGUOUS, {"error": error})
+        return Counts(delivered=1, ambiguous=1)
+    if op.attempts >= settings.EPHYRA_MAX_DELIVERIES:
+        _finish(fence, op, State.DEAD, {"error": error, "attempts": op.attempts})
+        return Counts(delivered=1, dead=1)
+    delay = settings.EPHYRA_RETRY_SECONDS * 2 ** (op.attempts - 1)
+    _finish(
+        fence,
+        op,
+        State.PENDING,
+        {"error": error},
+        due_at=timezone.now() + timedelta(seconds=delay),
+        owner="",
+    )
+    return Counts(delivered=1, retried=1)
+
+
+def feed_back(fence: Fence, workspace: Workspace, op: Operation) -> int:
+    """Give the engine the events of a recorded outcome that it has not taken yet."""
+    events = [parse_event(data) for data in op.outcome.get("events", [])]
+    fed = 0
+    for index in range(op.events_applied, len(events)):
+
+        def taken(_: Outcome, pk=op.pk) -> None:
+            Operation.objects.filter(pk=pk).update(events_applied=F("events_applied") + 1)
+
+        fenced_apply(fence, workspace, events[index], then=taken)
+        fed += 1
+    op.events_applied = len(events)
+    return fed
+
+
+def supersede(fence: Fence, op: Operation, reason: str) -> None:
+    """A pending effect its quest no longer asks for: never delivered, recorded as failed."""
+    with transaction.atomic():
+        fence_check(fence)
+        now = timezone.now()
+        Operation.objects.filter(pk=op.pk, state=State.PENDING).update(
+            state=State.FAILED,
+            outcome={"status": "superseded", "detail": {"reason": reason}, "events": []},
+            finished_at=now,
+            updated_at=now,
+        )
+
+
+def recover(fence: Fence, workspace: Workspace) -> Counts:
+    """On taking a lease: settle what earlier owners left. Started operations of another claim
+    are orphaned; recorded outcomes whose events were not all fed back are fed now."""
+    counts = Counts()
+    orphans = Operation.objects.filter(workspace=workspace, state=State.STARTED).exclude(
+        owner=fence.owner, generation=fence.generation
+    )
+    for op in orphans.order_by("id"):
+        counts.add(_orphaned(fence, workspace, op))
+    unfed = Operation.objects.filter(
+        workspace=workspace, state__in=[State.SUCCEEDED, State.FAILED]
+    ).order_by("id")
+    for op in unfed.iterator():
+        if op.events_applied < len(op.outcome.get("events", [])):
+            counts.events += feed_back(fence, workspace, op)
+    return counts
+
+
+def _orphaned(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
+    note = {"error": f"worker {op.owner} (generation {op.generation}) stopped before an outcome"}
+    # Take the claim over first, so the outcome below is recorded under this worker's fence.
+    with transaction.atomic():
+        fence_check(fence)
+        Operation.objects.filter(pk=op.pk, state=State.STARTED).update(
+            owner=fence.owner, generation=fence.generation
+        )
+    op.refresh_from_db()
+    if retry_safe(EffectType(op.type)):
+        if op.attempts >= settings.EPHYRA_MAX_DELIVERIES:
+            _finish(fence, op, State.DEAD, {**note, "attempts": op.attempts})
+            return Counts(dead=1)
+        _finish(fence, op, State.PENDING, note, owner="")
+        return Counts(retried=1)
+    _finish(fence, op, State.AMBIGUOUS, note)
+    counts = Counts(ambiguous=1)
+    counts.add(check_ambiguous(fence, workspace, op))
+    return counts
+
+
+def check_ambiguous(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
+    """Ask the adapter whether an ambiguous write landed. It stays ambiguous if nobody can tell."""
+    adapter = effect_adapters().get(EffectType(op.type))
+    if adapter is None:
+        return Counts()
+    try:
+        result = adapter.check(_request(workspace, op))
+    except Exception:
+        log.warning("checking %s raised", op.key, exc_info=True)
+        return Counts()
+    if result is None:
+        return Counts()
+    resolve(fence, workspace, op, result, actor="ephyra:check")
+    return Counts(ambiguous=-1, **{"retried" if result.status == "absent" else result.status: 1})
+
+
+def resolve(
+    fence: Fence, workspace: Workspace, op: Operation, result: EffectResult, *, actor: str
+) -> None:
+    """Settle an ambiguous or dead operation (by a check or a person), audited, then feed back.
+    ``absent`` (it certainly did not happen) sends it back to pending for a fresh delivery."""
+    again = result.status == "absent"
+    with transaction.atomic():
+        fence_check(fence)
+        now = timezone.now()
+        outcome = {**_result_outcome(result), "resolved_by": actor, "was": op.state}
+        done = Operation.objects.filter(pk=op.pk, state__in=[State.AMBIGUOUS, State.DEAD]).update(
+            state=State.PENDING if again else result.status,
+            outcome=outcome,
+            finished_at=None if again else now,
+            updated_at=now,
+            due_at=now,
+            owner="",
+        )
+        if not done:
+            raise ValueError(f"{op.key} is {op.state}, not ambiguous or dead")
+        _audit(op, "operation.resolved", {"was": op.state, "now": result.status}, actor=actor)
+    op.refresh_from_db()
+    if not again:
+        feed_back(fence, workspace, op)
+
+
+def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
+    """Apply one submitted event; the row is marked in the engine's own transaction."""
+    try:
+        event = parse_event(row.payload)
+    except ValueError as exc:
+        _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+        return
+
+    def mark(outcome: Outcome) -> None:
+        decision = outcome.applied.decision
+        refused = decision.outcome == REFUSED
+        state = InboundEvent.State.REFUSED if refused else InboundEvent.State.APPLIED
+        result = {"outcome": decision.outcome, "state": str(decision.state)}
+        if refused:
+            result["reason"] = decision.reason
+        InboundEvent.objects.filter(pk=row.pk).update(
+            state=state, result=result, applied_at=timezone.now(), attempts=F("attempts") + 1
+        )
+
+    try:
+        fenced_apply(fence, workspace, event, then=mark)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        log.warning("inbound event %s raised", row.event_id, exc_info=True)
+        row.attempts += 1
+        if row.attempts >= settings.EPHYRA_MAX_DELIVERIES:
+            _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+        else:
+            InboundEvent.objects.filter(pk=row.pk).update(attempts=row.attempts)
+
+
+def _inbound_done(fence: Fence, row: InboundEvent, state: str, result: dict) -> None:
+    with transaction.atomic():
+        fence_check(fence)
+        InboundEvent.objects.filter(pk=row.pk).update(
+            state=state, result=result, applied_at=timezone.now()
+        )

@@ -1,0 +1,203 @@
+"""The worker: holds workspace leases and, for each, applies inbound events and delivers effects.
+
+One loop thread does all the work of a process, so a workspace never has two writers inside one
+process either; a heartbeat thread renews the leases, so a long effect does not lose them. The
+Celery doorbell (``ledger.tasks.ring``) only wakes the loop; the loop also polls the database,
+so work enqueued while the doorbell rang elsewhere is found within ``EPHYRA_POLL_MS``.
+
+On taking a lease the worker repairs the workspace's projections from the journals, settles what
+the previous owner left (``delivery.recover``) and reads the current reviewed policy afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from ephyra.compose import effect_adapters
+from ledger import delivery
+from ledger.delivery import Counts
+from ledger.lease import (
+    Fence,
+    LeaseLost,
+    fence_check,
+    lease_acquire,
+    lease_release,
+    lease_renew,
+    worker_identity,
+)
+from ledger.models import InboundEvent, Operation
+from quests.models import Workspace
+from quests.repair import repair_workspace
+
+log = logging.getLogger(__name__)
+BATCH = 200
+
+
+class Worker:
+    def __init__(self, *, owner: str | None = None, workspaces: list[str] | None = None) -> None:
+        self.owner = owner or worker_identity()
+        self.only = frozenset(workspaces) if workspaces else None
+        self.fences: dict[int, Fence] = {}
+        self.counts = Counts()
+        self.refused = 0  # fenced writes refused after this worker lost a lease
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    # --- running ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the loop and the heartbeat in background threads (inside a Celery worker)."""
+        for target, name in ((self.run, "ephyra-worker"), (self._beat, "ephyra-heartbeat")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def run(self) -> None:
+        """The loop: take leases, do the work, wait for the doorbell or the poll interval."""
+        poll = settings.EPHYRA_POLL_MS / 1000
+        try:
+            while not self.stopping.is_set():
+                close_old_connections()
+                self.step()
+                self.wake.wait(poll)
+                self.wake.clear()
+        finally:
+            self.release()
+            connection.close()
+
+    def run_forever(self) -> None:
+        """Run in the foreground (``manage.py worker --standalone``) with a heartbeat thread."""
+        beat = threading.Thread(target=self._beat, name="ephyra-heartbeat", daemon=True)
+        beat.start()
+        self._threads.append(beat)
+        try:
+            self.run()
+        finally:
+            self.stopping.set()
+            beat.join(timeout=10)
+
+    def _beat(self) -> None:
+        interval = settings.EPHYRA_LEASE_MS / 3000
+        try:
+            while not self.stopping.wait(interval):
+                self.renew()
+        finally:
+            connection.close()
+
+    # --- leases ----------------------------------------------------------------------------
+
+    def renew(self) -> None:
+        with self._lock:
+            held = list(self.fences.items())
+        for workspace_id, fence in held:
+            if not lease_renew(fence):
+                self._lost(workspace_id, "its lease expired or was taken over")
+
+    def _lost(self, workspace_id: int, why: str) -> None:
+        with self._lock:
+            if self.fences.pop(workspace_id, None) is not None:
+                log.warning("%s stops serving workspace %s: %s", self.owner, workspace_id, why)
+
+    def acquire(self) -> None:
+        workspaces = Workspace.objects.order_by("pk")
+        if self.only is not None:
+            workspaces = workspaces.filter(slug__in=self.only)
+        for workspace in workspaces:
+            if workspace.pk in self.fences:
+                continue
+            fence = lease_acquire(workspace.pk, self.owner)
+            if fence is None:
+                continue
+            with self._lock:
+                self.fences[workspace.pk] = fence
+            log.info("%s serves %s (generation %s)", self.owner, workspace.slug, fence.generation)
+            try:
+                self.started(fence, workspace)
+            except LeaseLost:
+                self._refused(workspace.pk)
+
+    def started(self, fence: Fence, workspace: Workspace) -> None:
+        """Repair from the journals, then settle what the previous owner left."""
+        with transaction.atomic():
+            fence_check(fence)
+            report = repair_workspace(workspace)
+        if report.changed:
+            log.info("repair of %s: %s", workspace.slug, report.summary())
+        self.counts.add(delivery.recover(fence, workspace))
+
+    def release(self) -> None:
+        with self._lock:
+            held, self.fences = list(self.fences.values()), {}
+        for fence in held:
+            lease_release(fence)
+
+    def _refused(self, workspace_id: int) -> None:
+        self.refused += 1
+        self._lost(workspace_id, "a fenced write was refused")
+
+    # --- work ------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        self.acquire()
+        with self._lock:
+            held = list(self.fences.items())
+        for workspace_id, fence in held:
+            try:
+                self.drain(fence)
+            except LeaseLost:
+                self._refused(workspace_id)
+
+    def drain(self, fence: Fence) -> None:
+        """Work the workspace's queue until it is empty (or the lease is gone)."""
+        types = [str(t) for t in effect_adapters()]
+        while not self.stopping.is_set() and self.fences.get(fence.workspace_id) == fence:
+            # Read afresh: a new reviewed policy takes effect from the next event.
+            workspace = Workspace.objects.select_related("policy").get(pk=fence.workspace_id)
+            did = 0
+            inbound = InboundEvent.objects.filter(
+                workspace=workspace, state=InboundEvent.State.PENDING
+            ).order_by("id")[:BATCH]
+            for row in inbound:
+                delivery.apply_inbound(fence, workspace, row)
+                self.counts.inbound += 1
+                did += 1
+            due = Operation.objects.filter(
+                workspace=workspace,
+                state=Operation.State.PENDING,
+                type__in=types,
+                due_at__lte=timezone.now(),
+            ).order_by("id")[:BATCH]
+            for op in due:
+                current, why = delivery.is_current(workspace, op)
+                if not current:
+                    delivery.supersede(fence, op, why)
+                    self.counts.superseded += 1
+                elif delivery.claim(fence, op):
+                    self.counts.add(delivery.deliver(fence, workspace, op))
+                did += 1
+            if not did:
+                return
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass (for commands and tests)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
