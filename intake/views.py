@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,6 +26,8 @@ from intake.models import Hook
 from intake.services import delivery_receive
 
 logger = logging.getLogger("ephyra.intake")
+# ``push``, ``Push Hook``, ``pull_request_review_comment``: what the forges put in the header.
+EVENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,99}$")
 
 
 class Refusal(Exception):
@@ -103,7 +106,28 @@ def _payload(content_type: str, body: bytes) -> dict[str, Any]:
         raise Refusal(400, "the body is not valid JSON") from None
     if not isinstance(payload, dict):
         raise Refusal(400, "the payload must be a JSON object")
-    return payload
+    try:
+        return _storable(payload)
+    except RecursionError:
+        raise Refusal(400, "the payload is nested too deeply") from None
+
+
+def _storable(value: Any) -> Any:
+    """The payload with every string made storable: JSON may spell a NUL (``\\u0000``) or a
+    lone surrogate, which PostgreSQL's text and JSON columns and UTF-8 itself refuse."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", "\ufffd")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "replace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
 
 
 @csrf_exempt
@@ -146,7 +170,9 @@ def _receive(request: HttpRequest, hook: Hook, scheme: Scheme) -> JsonResponse:
     name, event = _header(request, scheme.event_headers)
     if not event:
         raise Refusal(400, f"missing {name} header")
-    event = event.strip()[:100]
+    event = event.strip()
+    if not EVENT_NAME.match(event):
+        raise Refusal(400, f"{name} is not an event name")
 
     payload = _payload(content_type, body)
     try:
