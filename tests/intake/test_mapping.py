@@ -282,3 +282,57 @@ def test_a_check_result_concerns_the_quests_whose_patch_it_ran_on():
     quests = [quest("p", "proving", patch_head=PATCH), quest("o", "ready", patch_head="e" * 40)]
     assert concerned(fact, quests) == ["p"]
     assert events_of(fact, quests) == []
+
+
+def test_a_github_commit_status_is_a_check_result_once_it_is_final():
+    payload = {
+        "sha": PATCH,
+        "state": "failure",
+        "context": "ci/jenkins",
+        "updated_at": "2026-12-02T12:05:00Z",
+        "target_url": "https://ci.example.com/job/42",
+        "sender": {"login": "jenkins"},
+    }
+    fact = parse_delivery("github", "status", payload)
+    assert fact == CheckResult(
+        PATCH,
+        "ci/jenkins",
+        "failure",
+        "github:jenkins",
+        datetime(2026, 12, 2, 12, 5, tzinfo=UTC),
+        {"url": "https://ci.example.com/job/42"},
+    )
+    assert isinstance(parse_delivery("github", "status", payload | {"state": "pending"}), Ignored)
+
+
+def test_a_github_review_comment_names_the_quest_of_its_pull_requests_branch():
+    pull = fixture("github", "pull_request")["pull_request"]
+    comment = fixture("github", "issue_comment")["comment"]
+    payload = {
+        "action": "created",
+        "comment": comment,
+        "pull_request": pull,
+        "repository": {"full_name": "acme/shop"},
+    }
+    fact = parse_delivery("github", "pull_request_review_comment", payload)
+    assert isinstance(fact, Comment)
+    assert (fact.quests, fact.review) == ({"checkout-500"}, ReviewRef("acme/shop", 43))
+
+
+def test_a_gitlab_merge_request_from_an_ephyra_branch_names_its_quest():
+    payload = {
+        "object_kind": "merge_request",
+        "user": {"username": "ann"},
+        "project": {"path_with_namespace": "acme/shop"},
+        "object_attributes": {
+            "iid": 1,
+            "source_branch": "ephyra/checkout-500",
+            "description": "",
+            "action": "open",
+            "last_commit": {"id": PATCH},
+        },
+    }
+    fact = parse_delivery("gitlab", "Merge Request Hook", payload)
+    assert fact == Review(
+        ReviewRef("acme/shop", 1), "open", frozenset({"checkout-500"}), PATCH, "gitlab:ann"
+    )
