@@ -21,7 +21,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from ephyra.core.canonical import canonical_digest
-from journal.anchor import Anchor, AnchorConflict, AnchorError, anchor_history, write_anchor
+from journal.anchor import (
+    Anchor,
+    AnchorConflict,
+    AnchorError,
+    anchor_history,
+    read_anchor,
+    write_anchor,
+)
 from ledger.models import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -127,8 +134,8 @@ def audit_anchor(workspace) -> Anchor | None:
 
 def _anchor(workspace, *, upto: int | None, action: str) -> Anchor | None:
     for _ in range(_ANCHOR_ATTEMPTS):
-        anchors = anchor_history(workspace.repository, workspace.slug)
-        current = anchors[-1] if anchors else None
+        # Only the latest anchor: the anchors' whole history is audit_check's to read.
+        current = read_anchor(workspace.repository, workspace.slug)
         start = current.sequence if current else 1
         if upto is not None and current is not None and upto <= current.sequence:
             return None  # a later anchor already covers it
