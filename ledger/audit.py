@@ -34,7 +34,7 @@ from ledger.models import AuditEntry
 log = logging.getLogger(__name__)
 
 GENESIS = "sha256:" + "0" * 64
-# seed: each checkpoint decision is a moment someone must be able to prove later.
+# A checkpoint decision is what people are asked to stand behind later: anchor each one.
 CHECKPOINT_ACTION = "quest.checkpoint_decided"
 _ANCHOR_ATTEMPTS = 3
 
