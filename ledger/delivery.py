@@ -35,6 +35,7 @@ from ephyra.core.machine import REFUSED
 from ephyra.core.ports import EffectFailed, EffectRequest, EffectResult, retry_safe
 from ledger import faults
 from ledger.audit import audit_append
+from ledger.inbound import RESOLVE
 from ledger.lease import Fence, LeaseLost, fence_check
 from ledger.models import InboundEvent, Operation
 from quests.models import Quest, Workspace
@@ -317,6 +318,9 @@ def resolve(
 
 def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
     """Apply one submitted event; the row is marked in the engine's own transaction."""
+    if row.type == RESOLVE:
+        _apply_resolution(fence, workspace, row)
+        return
     try:
         event = parse_event(row.payload)
     except ValueError as exc:
@@ -353,3 +357,30 @@ def _inbound_done(fence: Fence, row: InboundEvent, state: str, result: dict) -> 
         InboundEvent.objects.filter(pk=row.pk).update(
             state=state, result=result, applied_at=timezone.now()
         )
+
+
+def resolve_by_person(
+    fence: Fence, workspace: Workspace, key: str, status: str, *, actor: str, note: str = ""
+) -> Operation:
+    """A person settles an ambiguous or dead operation: it landed, it did not, or deliver it
+    again (``absent``). Refused for an operation in any other state."""
+    op = Operation.objects.filter(workspace=workspace, key=key).first()
+    if op is None:
+        raise ValueError(f"no operation {key} in {workspace.slug}")
+    if op.state not in {State.AMBIGUOUS, State.DEAD}:
+        raise ValueError(f"{key} is {op.state}; only ambiguous or dead operations are resolved")
+    resolve(fence, workspace, op, EffectResult(status, {"note": note}), actor=actor)  # type: ignore[arg-type]
+    op.refresh_from_db()
+    return op
+
+
+def _apply_resolution(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
+    data = row.payload
+    try:
+        op = resolve_by_person(
+            fence, workspace, data["key"], data["status"], actor=data["actor"], note=data["note"]
+        )
+    except ValueError as exc:
+        _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": str(exc)})
+        return
+    _inbound_done(fence, row, InboundEvent.State.APPLIED, {"state": op.state})

@@ -7,10 +7,12 @@ redelivered webhook or a retried request is stored once.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from ephyra.core.events import BaseEvent, event_to_dict
 from ledger.models import InboundEvent
@@ -33,6 +35,31 @@ def submit_event(workspace, event: BaseEvent, *, source: str) -> InboundEvent:
             )
     except IntegrityError:
         return InboundEvent.objects.get(workspace=workspace, event_id=event.id)
+    transaction.on_commit(lambda: ring(workspace.pk))
+    return row
+
+
+RESOLVE = "operation.resolve"
+
+
+def submit_resolution(
+    workspace, key: str, status: str, *, actor: str, note: str = ""
+) -> InboundEvent:
+    """A person's verdict on an ambiguous or dead operation (``succeeded``, ``failed``, or
+    ``absent`` to deliver it again), for the worker to apply under its fence and audit."""
+    if status not in {"succeeded", "failed", "absent"}:
+        raise ValueError(f"a resolution is succeeded, failed or absent, not {status!r}")
+    at = timezone.now()
+    digest = hashlib.sha256(f"{key}|{status}|{actor}|{at.isoformat()}".encode()).hexdigest()
+    row = InboundEvent.objects.create(
+        workspace=workspace,
+        event_id=f"resolve-{digest[:24]}",
+        quest_id=key.split(":", 1)[0],
+        type=RESOLVE,
+        payload={"key": key, "status": status, "actor": actor, "note": note},
+        source=actor,
+        received_at=at,
+    )
     transaction.on_commit(lambda: ring(workspace.pk))
     return row
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -41,7 +43,7 @@ def worker_identity() -> str:
 
 
 def lease_ttl() -> timedelta:
-    return timedelta(seconds=settings.EPHYRA_LEASE_SECONDS)
+    return timedelta(milliseconds=settings.EPHYRA_LEASE_MS)
 
 
 def lease_acquire(workspace_id: int, owner: str, *, now: datetime | None = None) -> Fence | None:
@@ -115,3 +117,26 @@ def fence_check(fence: Fence) -> None:
             f"workspace {fence.workspace_id}: lease generation {fence.generation} of "
             f"{fence.owner} is no longer held"
         )
+
+
+class LeaseHeld(Exception):
+    def __init__(self, workspace: str, owner: str) -> None:
+        super().__init__(
+            f"workspace {workspace} is served by worker {owner}; stop it, or queue the work "
+            "for it (apply_events --submit)"
+        )
+        self.owner = owner
+
+
+@contextmanager
+def holding(workspace, purpose: str) -> Iterator[Fence]:
+    """Serve a workspace for the length of a command, as a worker would: a command that
+    changes quests while a worker serves the workspace is refused, never interleaved."""
+    fence = lease_acquire(workspace.pk, f"{purpose}:{worker_identity()}")
+    if fence is None:
+        owner = Lease.objects.filter(pk=workspace.pk).values_list("owner", flat=True).first()
+        raise LeaseHeld(workspace.slug, owner or "?")
+    try:
+        yield fence
+    finally:
+        lease_release(fence)

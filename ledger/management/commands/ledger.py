@@ -1,0 +1,100 @@
+"""``manage.py ledger``: look at the operation ledger and settle what needs a person.
+
+    ledger status [--workspace SLUG]            counts by state, leases, inbound queue
+    ledger list [--state S] [--workspace SLUG]  operations, newest first
+    ledger resolve KEY succeeded|failed|absent --by NAME [--note TEXT]
+
+``resolve`` settles an ambiguous or dead operation: it landed (succeeded), it did not and must
+not be tried again (failed), or it did not and may be delivered again (absent). The change is
+audited. While a worker serves the workspace the verdict is queued for it; otherwise the
+command applies it under the workspace's lease itself.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
+
+from ledger.delivery import resolve_by_person
+from ledger.inbound import submit_resolution
+from ledger.lease import LeaseHeld, holding
+from ledger.models import InboundEvent, Lease, Operation
+from quests.models import Workspace
+
+
+class Command(BaseCommand):
+    help = "Show the operation ledger; resolve ambiguous or dead operations."
+
+    def add_arguments(self, parser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        status = sub.add_parser("status", help="counts by state, leases, inbound queue")
+        status.add_argument("--workspace")
+        listing = sub.add_parser("list", help="operations, newest first")
+        listing.add_argument("--workspace")
+        listing.add_argument("--state", choices=[s.value for s in Operation.State])
+        listing.add_argument("--limit", type=int, default=50)
+        resolve = sub.add_parser("resolve", help="settle an ambiguous or dead operation")
+        resolve.add_argument("key")
+        resolve.add_argument("verdict", choices=["succeeded", "failed", "absent"])
+        resolve.add_argument("--by", required=True, help="who decides (kept in the audit log)")
+        resolve.add_argument("--note", default="")
+
+    def handle(self, *args, action: str, **options) -> None:
+        getattr(self, f"_{action}")(**options)
+
+    def _workspaces(self, slug: str | None):
+        workspaces = Workspace.objects.order_by("slug")
+        if slug:
+            workspaces = workspaces.filter(slug=slug)
+            if not workspaces.exists():
+                raise CommandError(f"no workspace {slug!r}")
+        return workspaces
+
+    def _status(self, workspace: str | None, **_) -> None:
+        for ws in self._workspaces(workspace):
+            counts = dict(
+                Operation.objects.filter(workspace=ws)
+                .values_list("state")
+                .annotate(n=Count("id"))
+                .values_list("state", "n")
+            )
+            lease = Lease.objects.filter(pk=ws.pk).first()
+            held = (
+                f"{lease.owner} (generation {lease.generation}, until {lease.expires_at:%H:%M:%S})"
+            )
+            holder = held if lease and lease.owner else "nobody"
+            waiting = InboundEvent.objects.filter(
+                workspace=ws, state=InboundEvent.State.PENDING
+            ).count()
+            states = " ".join(f"{s}={counts.get(s, 0)}" for s in Operation.State.values)
+            self.stdout.write(f"{ws.slug}: {states} inbound={waiting} served by {holder}")
+
+    def _list(self, workspace: str | None, state: str | None, limit: int, **_) -> None:
+        ops = Operation.objects.filter(workspace__in=self._workspaces(workspace))
+        if state:
+            ops = ops.filter(state=state)
+        for op in ops.order_by("-id")[:limit]:
+            why = op.outcome.get("error") or op.outcome.get("status", "")
+            self.stdout.write(f"{op.state:9} {op.attempts}x {op.key} {why}".rstrip())
+
+    def _resolve(self, key: str, verdict: str, by: str, note: str, **_) -> None:
+        op = Operation.objects.select_related("workspace").filter(key=key).first()
+        if op is None:
+            raise CommandError(f"no operation {key!r}")
+        workspace = op.workspace
+        try:
+            with holding(workspace, "ledger-resolve") as fence:
+                resolved = resolve_by_person(
+                    fence, workspace, key, verdict, actor=f"person:{by}", note=note
+                )
+        except LeaseHeld as held:
+            if op.state not in {Operation.State.AMBIGUOUS, Operation.State.DEAD}:
+                raise CommandError(
+                    f"{key} is {op.state}; only ambiguous or dead operations are resolved"
+                ) from None
+            submit_resolution(workspace, key, verdict, actor=f"person:{by}", note=note)
+            self.stdout.write(f"{key}: {verdict}, queued for worker {held.owner}")
+            return
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{key}: now {resolved.state}")
