@@ -15,9 +15,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The web server and one worker (scripts/run.sh); Ctrl-C stops both.
 run: $(STAMP)
-	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py migrate --no-input
-	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py runserver $${EPHYRA_ADDR:-127.0.0.1:8000}
+	DEBUG=$${DEBUG:-true} BIN=$(BIN) sh scripts/run.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
