@@ -1,0 +1,61 @@
+"""Ingest: OTLP logs and traces (protobuf and JSON) → redacted, fingerprinted signal candidates.
+
+Pure: no Django, no database, no clock. The HTTP view calls, in order::
+
+    body = decompress(request.body, request.headers.get("Content-Encoding", ""))
+    result = parse_logs(body, content_type)          # or parse_traces
+    for candidate in result.candidates: ...          # candidate.facts() feeds triage
+    return encode_response(result, content_type)     # 200, the same Content-Type
+
+and on ``UnsupportedMediaType`` (415), ``PayloadTooLarge`` (413) or ``OtlpDecodeError`` (400)
+answers ``encode_status(str(error), content_type)``. ``docs/ingest.md`` says what becomes a
+signal, which attributes are read, the redaction rules and the fingerprint algorithm.
+``ephyra.ingest.redact.redact`` is the redaction on its own, for any other text.
+"""
+
+from ephyra.ingest.errors import IngestError, OtlpDecodeError, PayloadTooLarge, UnsupportedMediaType
+from ephyra.ingest.fingerprint import FINGERPRINT_VERSION, fingerprint, parameterise
+from ephyra.ingest.otlp import (
+    JSON,
+    PROTOBUF,
+    decode_logs_request,
+    decode_trace_request,
+    decompress,
+    encode_response,
+    encode_status,
+    media_type,
+    parse_logs,
+    parse_traces,
+)
+from ephyra.ingest.redact import is_secret_key
+from ephyra.ingest.signals import IngestOptions, ParseResult, SignalCandidate
+from ephyra.ingest.stack import Frame, ParsedStack, detect_language, normalise_path, parse_stack
+
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "JSON",
+    "PROTOBUF",
+    "Frame",
+    "IngestError",
+    "IngestOptions",
+    "OtlpDecodeError",
+    "ParseResult",
+    "ParsedStack",
+    "PayloadTooLarge",
+    "SignalCandidate",
+    "UnsupportedMediaType",
+    "decode_logs_request",
+    "decode_trace_request",
+    "decompress",
+    "detect_language",
+    "encode_response",
+    "encode_status",
+    "fingerprint",
+    "is_secret_key",
+    "media_type",
+    "normalise_path",
+    "parameterise",
+    "parse_logs",
+    "parse_stack",
+    "parse_traces",
+]

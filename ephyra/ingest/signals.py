@@ -1,0 +1,374 @@
+"""From decoded OTLP records to signal candidates: what counts, what is read, in what order.
+
+Both wire formats (protobuf and JSON) hand this module plain Python values; everything after
+decoding is shared, so the two formats cannot drift apart. Order per candidate: clean the text
+(no NUL, no lone surrogate), redact every field, parse the stack from the redacted trace,
+fingerprint, then title and culprit.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ephyra.core.states import Severity
+from ephyra.ingest.fingerprint import FINGERPRINT_VERSION, fingerprint, frame_key
+from ephyra.ingest.redact import SECRET_PLACEHOLDER, is_secret_key, redact
+from ephyra.ingest.stack import Frame, detect_language, normalise_path, parse_stack
+from ephyra.policy.triage import SignalFacts
+
+Signal = Literal["logs", "traces"]
+
+# Cuts, applied after redaction (a cut never splits a secret the rules would have found).
+MAX_MESSAGE = 8 * 1024
+MAX_STACKTRACE = 64 * 1024
+MAX_VALUE = 2 * 1024
+MAX_ATTRIBUTES = 64
+MAX_TITLE = 200
+MAX_REASONS = 5
+
+ERROR_SEVERITY_NUMBER = 17  # SEVERITY_NUMBER_ERROR; 21 and up are FATAL
+_ERROR_TEXT = re.compile(r"(?i)(?:ERROR|ERR|SEVERE)\d?")
+_FATAL_TEXT = re.compile(r"(?i)(?:FATAL|CRITICAL|CRIT|EMERGENCY|EMERG|ALERT|PANIC)\d?")
+
+# Attribute names read (OpenTelemetry semantic conventions).
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+SERVICE_NAME = "service.name"
+SERVICE_VERSION = "service.version"
+ENVIRONMENT = ("deployment.environment.name", "deployment.environment")
+SDK_LANGUAGE = "telemetry.sdk.language"
+_EXCEPTION_KEYS = frozenset({EXCEPTION_TYPE, EXCEPTION_MESSAGE, EXCEPTION_STACKTRACE})
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    """Per-workspace knobs. ``path_roots`` are stripped from frame paths (longest first) so
+    paths match the repository; ``in_app_include``/``in_app_exclude`` are prefixes of a frame's
+    module or normalised path that force it in or out of the app (include wins)."""
+
+    path_roots: tuple[str, ...] = ()
+    in_app_include: tuple[str, ...] = ()
+    in_app_exclude: tuple[str, ...] = ()
+
+
+DEFAULT_OPTIONS = IngestOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class SignalCandidate:
+    """One error, redacted and fingerprinted, ready for triage. Every text field is redacted."""
+
+    source: Literal["log", "span_event"]
+    severity: Severity
+    fingerprint: str
+    fingerprint_version: int
+    title: str
+    culprit: str  # the innermost in-app frame, "<module or path> in <function>"
+    exception_type: str
+    message: str
+    stacktrace: str
+    language: str
+    frames: tuple[Frame, ...]  # innermost first
+    paths: tuple[str, ...]  # normalised paths of the in-app frames, innermost first, no repeats
+    service: str
+    service_version: str
+    environment: str
+    logger: str  # the instrumentation scope's name
+    trace_id: str  # 32 lowercase hex digits, or ""
+    span_id: str  # 16 lowercase hex digits, or ""
+    time_unix_nano: int  # 0 when the sender gave no time
+    body: str = ""  # the log record's body when it is not the message itself
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    resource: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def at(self) -> datetime | None:
+        if not self.time_unix_nano:
+            return None
+        return datetime.fromtimestamp(self.time_unix_nano / 1e9, tz=UTC)
+
+    def facts(self) -> SignalFacts:
+        """What the triage rules read (``ephyra.policy.triage.triage``)."""
+        return SignalFacts(self.fingerprint, self.severity, self.exception_type, self.paths)
+
+    def texts(self) -> list[str]:
+        """Every text the candidate carries (for checks that nothing unredacted leaves)."""
+        out = [self.title, self.culprit, self.exception_type, self.message, self.stacktrace]
+        out += [self.body, self.service, self.service_version, self.environment, self.logger]
+        out += [*self.paths, *self.attributes, *self.attributes.values()]
+        out += [*self.resource, *self.resource.values()]
+        for f in self.frames:
+            out += [f.file, f.function, f.module or ""]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult:
+    """What one OTLP request held. ``records`` counts log records (logs) or spans (traces);
+    ``rejected`` of them were unusable (the partial-success count), ``dropped`` were valid but
+    not errors. A span may carry several exception events, so ``len(candidates)`` can exceed
+    ``records - dropped - rejected``."""
+
+    signal: Signal
+    candidates: tuple[SignalCandidate, ...]
+    records: int
+    dropped: int
+    rejected: int
+    rejection: str  # a human sentence naming the first few rejected records and why; "" if none
+
+    @property
+    def accepted(self) -> int:
+        return self.records - self.rejected
+
+
+class Unusable(Exception):
+    """A record the sender must fix: becomes a rejection, never escapes the package."""
+
+
+@dataclass(slots=True)
+class Tally:
+    signal: Signal
+    records: int = 0
+    dropped: int = 0
+    rejected: int = 0
+    reasons: list[str] = field(default_factory=list)
+    candidates: list[SignalCandidate] = field(default_factory=list)
+
+    def reject(self, where: str, reason: str) -> None:
+        self.rejected += 1
+        if len(self.reasons) < MAX_REASONS:
+            self.reasons.append(f"{where}: {reason}")
+
+    def result(self) -> ParseResult:
+        rejection = ""
+        if self.rejected:
+            unit = "log records" if self.signal == "logs" else "spans"
+            rejection = f"{self.rejected} of {self.records} {unit} rejected: " + "; ".join(
+                self.reasons
+            )
+            if self.rejected > len(self.reasons):
+                rejection += f"; and {self.rejected - len(self.reasons)} more"
+        return ParseResult(
+            self.signal,
+            tuple(self.candidates),
+            self.records,
+            self.dropped,
+            self.rejected,
+            rejection,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    service: str
+    service_version: str
+    environment: str
+    language: str
+    attributes: Mapping[str, str]  # redacted, stringified
+
+
+def log_severity(number: int, text: str) -> Severity | None:
+    """ERROR for severity 17-20, FATAL for 21-24; by text only when the number is unset."""
+    if number:
+        if number >= 21:
+            return Severity.FATAL
+        return Severity.ERROR if number >= ERROR_SEVERITY_NUMBER else None
+    if text:
+        text = text.strip()
+        if _FATAL_TEXT.fullmatch(text):
+            return Severity.FATAL
+        if _ERROR_TEXT.fullmatch(text):
+            return Severity.ERROR
+    return None
+
+
+# -- text -----------------------------------------------------------------------------------
+
+
+def clean(text: str) -> str:
+    """No NUL (PostgreSQL refuses it) and no lone surrogate (JSON can smuggle one in)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    open_at = head.rfind("[redacted:")
+    if open_at >= 0 and "]" not in head[open_at:]:
+        head = head[:open_at]  # never leave half a placeholder
+    return head + "…"
+
+
+def _masked(value: Any, depth: int = 0) -> Any:
+    """Nested maps with their secret-named keys' values replaced, before they become JSON."""
+    if isinstance(value, dict):
+        return {
+            k: SECRET_PLACEHOLDER if is_secret_key(k) else _masked(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_masked(v, depth + 1) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def value_text(value: Any) -> str:
+    """An attribute or body value as text (before redaction): strings as they are, maps and
+    arrays as compact JSON, bytes as base64, booleans as ``true``/``false``."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return json.dumps(_masked(value), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def redacted_attributes(
+    values: Mapping[str, Any], skip: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if key in skip:
+            continue
+        if len(out) == MAX_ATTRIBUTES:
+            break
+        safe_key = cut(redact(clean(key)), MAX_VALUE)
+        if is_secret_key(key):
+            out[safe_key] = SECRET_PLACEHOLDER
+        else:
+            out[safe_key] = cut(redact(clean(value_text(value))), MAX_VALUE)
+    return out
+
+
+def resource_info(attributes: Mapping[str, Any]) -> ResourceInfo:
+    def text(key: str) -> str:
+        return cut(redact(clean(value_text(attributes.get(key)))), MAX_VALUE)
+
+    environment = next((text(k) for k in ENVIRONMENT if attributes.get(k) is not None), "")
+    return ResourceInfo(
+        service=text(SERVICE_NAME),
+        service_version=text(SERVICE_VERSION),
+        environment=environment,
+        language=value_text(attributes.get(SDK_LANGUAGE)).lower(),
+        attributes=redacted_attributes(attributes),
+    )
+
+
+# -- candidates -----------------------------------------------------------------------------
+
+
+def _in_app(frames: tuple[Frame, ...], options: IngestOptions) -> tuple[Frame, ...]:
+    if not (options.in_app_include or options.in_app_exclude):
+        return frames
+    out = []
+    for f in frames:
+        key = frame_key(f, options.path_roots)
+        if key.startswith(options.in_app_include) and options.in_app_include:
+            f = dataclasses.replace(f, in_app=True)
+        elif options.in_app_exclude and key.startswith(options.in_app_exclude):
+            f = dataclasses.replace(f, in_app=False)
+        out.append(f)
+    return tuple(out)
+
+
+def _frame_path(frame: Frame, language: str, roots: tuple[str, ...]) -> str:
+    if language == "java" and frame.module:
+        package = frame.module.rpartition(".")[0]
+        return f"{package.replace('.', '/')}/{frame.file}" if package else frame.file
+    return normalise_path(frame.file, roots)
+
+
+def _title(exception_type: str, message: str) -> str:
+    first = " ".join(message.strip().split("\n", 1)[0].split()) if message else ""
+    if exception_type and first:
+        text = f"{exception_type}: {first}"
+    else:
+        text = exception_type or first or "(no message)"
+    return cut(text, MAX_TITLE)
+
+
+def build_candidate(
+    *,
+    source: Literal["log", "span_event"],
+    severity: Severity,
+    attributes: Mapping[str, Any],
+    resource: ResourceInfo,
+    logger: str,
+    trace_id: str,
+    span_id: str,
+    time_unix_nano: int,
+    options: IngestOptions,
+    body: Any = None,
+    extra: Mapping[str, Any] | None = None,
+) -> SignalCandidate:
+    """``attributes`` are the log record's or the exception event's; ``extra`` are the span's
+    (read after the event's own, which win)."""
+    exc_type = cut(redact(clean(value_text(attributes.get(EXCEPTION_TYPE)))), MAX_VALUE)
+    message = cut(redact(clean(value_text(attributes.get(EXCEPTION_MESSAGE)))), MAX_MESSAGE)
+    stacktrace = cut(
+        redact(clean(value_text(attributes.get(EXCEPTION_STACKTRACE)))), MAX_STACKTRACE
+    )
+    body_text = cut(redact(clean(value_text(body))), MAX_MESSAGE) if body is not None else ""
+    if not stacktrace and body_text and detect_language(body_text):
+        stacktrace, body_text = body_text, ""  # a trace logged as plain text (stderr, filelog)
+    if not message and body_text:
+        message, body_text = body_text, ""
+    parsed = parse_stack(stacktrace, resource.language)
+    if not exc_type:
+        exc_type = parsed.exception_type
+    if not message:
+        message = parsed.message
+    if not (exc_type or message or parsed.frames):
+        raise Unusable("an error record with no body and no exception attributes")
+    frames = _in_app(parsed.frames, options)
+    roots = options.path_roots
+    top = next((f for f in frames if f.in_app), frames[0] if frames else None)
+    culprit = f"{frame_key(top, roots)} in {top.function}" if top else ""
+    paths = tuple(dict.fromkeys(_frame_path(f, parsed.language, roots) for f in frames if f.in_app))
+    merged = dict(extra or {})
+    merged.update(attributes)
+    return SignalCandidate(
+        source=source,
+        severity=severity,
+        fingerprint=fingerprint(exc_type, frames, message, roots),
+        fingerprint_version=FINGERPRINT_VERSION,
+        title=_title(exc_type, message),
+        culprit=cut(culprit, MAX_VALUE),
+        exception_type=exc_type,
+        message=message,
+        stacktrace=stacktrace,
+        language=parsed.language,
+        frames=frames,
+        paths=paths,
+        service=resource.service,
+        service_version=resource.service_version,
+        environment=resource.environment,
+        logger=cut(redact(clean(logger)), MAX_VALUE),
+        trace_id=trace_id,
+        span_id=span_id,
+        time_unix_nano=time_unix_nano,
+        body=body_text,
+        attributes=redacted_attributes(merged, _EXCEPTION_KEYS),
+        resource=resource.attributes,
+    )
