@@ -141,6 +141,7 @@ EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
 
 # Forge webhooks (intake/): the largest body taken; larger ones are refused with 413.
 EPHYRA_WEBHOOK_MAX_BYTES = env_int("EPHYRA_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=1024)
+EPHYRA_OTLP_MAX_BYTES = env_int("EPHYRA_OTLP_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
 
 LOGGING = {
     "version": 1,

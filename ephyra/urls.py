@@ -8,4 +8,5 @@ urlpatterns = [
     path("healthz", quest_views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("hooks/", include("intake.urls")),
+    path("v1/", include("intake.otlp_urls")),
 ]

@@ -24,3 +24,51 @@ class IngestToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id}:{self.prefix}… {self.name}".strip()
+
+
+class IngestedSignal(models.Model):
+    """One error an OTLP export carried, redacted and fingerprinted, and the quest it went to
+    (``event`` says whether it opened the quest or was merged into it)."""
+
+    class Event(models.TextChoices):
+        SENSED = "signal_sensed"
+        MERGED = "signal_merged"
+
+    workspace = models.ForeignKey(
+        "quests.Workspace", on_delete=models.CASCADE, related_name="ingested_signals"
+    )
+    token = models.ForeignKey(
+        IngestToken, null=True, on_delete=models.SET_NULL, related_name="signals"
+    )
+    signal_id = models.CharField(max_length=128)
+    quest_id = models.CharField(max_length=128)
+    event = models.CharField(max_length=16, choices=Event.choices)
+    source = models.CharField(max_length=12)  # "log" or "span_event"
+    severity = models.CharField(max_length=10)
+    fingerprint = models.CharField(max_length=200)
+    fingerprint_version = models.PositiveSmallIntegerField()
+    title = models.CharField(max_length=4000, blank=True)
+    culprit = models.CharField(max_length=4000, blank=True)
+    exception_type = models.CharField(max_length=1000, blank=True)
+    message = models.TextField(blank=True)
+    service = models.CharField(max_length=1000, blank=True)
+    service_version = models.CharField(max_length=1000, blank=True)
+    environment = models.CharField(max_length=1000, blank=True)
+    trace_id = models.CharField(max_length=32, blank=True)
+    span_id = models.CharField(max_length=16, blank=True)
+    frames = models.JSONField(default=list)
+    occurred_at = models.DateTimeField(null=True)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "signal_id"], name="ingested_signal_unique_id"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "fingerprint"], name="ingested_fingerprint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.signal_id} → {self.quest_id}"
