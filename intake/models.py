@@ -107,4 +107,6 @@ class ReviewLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.repository}#{self.number} → {self.quest_id}"
+
+
 from intake.otlp_models import IngestedSignal, IngestToken  # noqa: E402,F401
