@@ -1,0 +1,154 @@
+"""The redaction table, rule by rule, and the promise that nothing unredacted leaves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry._logs import SeverityNumber
+
+from ephyra.ingest import JSON, PROTOBUF, is_secret_key, parse_logs
+from ephyra.ingest import redact as redact_module
+from ephyra.ingest.redact import apply_rule, redact, shannon_entropy
+from ephyra.ingest.rules import RULES
+from tests.ingest.otel import fixture, log_request, otlp_json
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "ingest.md"
+POSITIVES = [(r.name, text, want) for r in RULES for text, want in r.positives]
+NEGATIVES = [(r.name, text) for r in RULES for text in r.negatives]
+
+
+def secret_of(text: str, redacted: str) -> str:
+    """What a positive example hides: the part of ``text`` its expected output replaced."""
+    start = 0
+    while start < min(len(text), len(redacted)) and text[start] == redacted[start]:
+        start += 1
+    end = 0
+    while end < min(len(text), len(redacted)) - start and text[-1 - end] == redacted[-1 - end]:
+        end += 1
+    return text[start : len(text) - end]
+
+
+def test_rule_names_are_unique_and_every_rule_has_both_kinds_of_example():
+    names = [r.name for r in RULES]
+    assert len(names) == len(set(names))
+    for rule in RULES:
+        assert rule.positives and rule.negatives, rule.name
+        assert rule.placeholder == f"[redacted:{rule.name}]"
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), POSITIVES)
+def test_each_positive_example_is_redacted_by_its_rule(name, text, expected):
+    assert apply_rule(name, text) == expected
+    secret = secret_of(text, expected)
+    assert secret and secret not in redact(text)
+
+
+@pytest.mark.parametrize(("name", "text"), NEGATIVES)
+def test_each_negative_example_is_left_alone_by_every_rule(name, text):
+    assert redact(text) == text
+
+
+def test_the_documentation_lists_every_rule():
+    doc = DOC.read_text()
+    for rule in RULES:
+        assert f"`{rule.name}`" in doc, rule.name
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("password", True),
+        ("db.password", True),
+        ("X-Api-Key", True),
+        ("aws_secret_access_key", True),
+        ("http.request.header.cookie", True),
+        ("csrftoken", True),
+        ("accessToken", True),
+        ("session_id", True),
+        ("password_reset", False),
+        ("max_tokens", False),
+        ("monkey", False),
+        ("author", False),
+        ("http.route", False),
+    ],
+)
+def test_secret_keys_are_recognised_by_how_their_name_ends(key, secret):
+    assert is_secret_key(key) is secret
+
+
+def test_entropy_is_bits_per_character():
+    assert shannon_entropy("") == 0.0 and shannon_entropy("aaaa") == 0.0
+    assert shannon_entropy("abcd") == 2.0
+
+
+_PIECES = st.sampled_from(
+    [t for _, t, _ in POSITIVES] + [t for _, t in NEGATIVES] + [" ", "\n", "=", ":", "@", "\t"]
+)
+
+
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=20)), max_size=12).map("".join))
+def test_redaction_is_idempotent(text):
+    once = redact(text)
+    assert redact(once) == once
+
+
+@given(
+    st.lists(
+        st.one_of(_PIECES, st.text(alphabet=st.characters(exclude_characters="\n"))), max_size=8
+    )
+)
+def test_line_by_line_is_the_same_as_the_whole_text(pieces):
+    lines = [p.replace("\n", " ") for p in pieces if "PRIVATE KEY" not in p]
+    assert redact("\n".join(lines)) == "\n".join(redact(line) for line in lines)
+
+
+def test_the_line_cache_changes_nothing_but_speed(monkeypatch):
+    text = "\n".join(t for _, t, _ in POSITIVES) + "\n" + fixture("java_spring.txt")
+    cached = redact(text)
+    monkeypatch.setattr(redact_module, "LINE_CACHE_SIZE", 0)
+    assert redact(text) == cached
+
+
+SEEDED = [secret_of(text, want) for _, text, want in POSITIVES]
+
+
+def test_a_signal_seeded_with_every_kind_of_secret_carries_none_of_them():
+    everything = " | ".join(text for _, text, _ in POSITIVES)
+    # An unterminated PEM block is redacted to the end of its text: the secrets go after the frames.
+    stack = fixture("java_spring.txt") + everything
+    attributes = {
+        "exception.type": "java.lang.IllegalStateException",
+        "exception.message": everything,
+        "exception.stacktrace": stack,
+        "note": everything,
+        "nested": json.dumps({"inner": everything}),
+        "list": [everything, everything],
+        f"free {SEEDED[0]}": "key that is itself a secret",
+    }
+
+    def emit(log):
+        log.emit(severity_number=SeverityNumber.ERROR, body=everything, attributes=attributes)
+
+    request = log_request(emit, {"service.name": "shop", "deployment.environment": everything})
+    request.resource_logs[0].scope_logs[0].scope.name = everything
+    for result in (
+        parse_logs(request.SerializeToString(), PROTOBUF),
+        parse_logs(json.dumps(otlp_json(request)).encode(), JSON),
+    ):
+        [c] = result.candidates
+        texts = [*c.texts(), c.fingerprint, c.trace_id, c.span_id]
+        leaks = [(s, t[:80]) for s in SEEDED for t in texts if s in t]
+        assert leaks == []
+        assert c.exception_type == "java.lang.IllegalStateException"
+        assert len(c.frames) == 11  # the secrets did not break the trace
+
+
+def test_the_line_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(redact_module, "LINE_CACHE_SIZE", 10)
+    for n in range(50):
+        redact(f"unique line {n} with 10.0.0.{n}")
+    assert len(redact_module._cache) <= 10
