@@ -29,6 +29,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/journal.py
+	$(BIN)/python benchmarks/ingest.py
 
 replay-example: $(STAMP)
 	DEBUG=true $(BIN)/python manage.py replay docs/examples/main-line.jsonl
