@@ -15,7 +15,7 @@ import pygit2
 
 from ephyra.core.effects import Effect, EffectType
 from ephyra.core.events import BaseEvent
-from ephyra.core.machine import MACHINE_VERSION, Decision
+from ephyra.core.machine import ACCEPTED, MACHINE_VERSION, Decision
 from ephyra.core.quest import Quest
 from ephyra.core.states import State
 
@@ -25,10 +25,13 @@ AUTHOR_NAME, AUTHOR_EMAIL = "Ephyra", "ephyra@localhost"
 BLOB = pygit2.GIT_FILEMODE_BLOB
 TREE = pygit2.GIT_FILEMODE_TREE
 
-QUEST, EVENT, EFFECTS, DECISION = "quest.json", "event.json", "effects.json", "decision.json"
+QUEST, EVENT, EFFECTS = "quest.json", "event.json", "effects.json"
 SIGNAL, HYPOTHESIS, PLAN = "signal.json", "hypothesis.md", "plan.md"
 PROOF_DIR, PROOF_FILE, DECISIONS_DIR = "proof", "bundle.json", "decisions"
+# Journals written before the decision moved into the trailers carry it in this file.
+LEGACY_DECISION = "decision.json"
 EVENT_TRAILER = "\nEphyra-Event: "
+EMPTY_EFFECTS = b"[]\n"
 
 
 def hex_or_none(oid: pygit2.Oid | None) -> str:
@@ -78,11 +81,34 @@ def text_file(text: str) -> bytes:
     return (text if text.endswith("\n") else text + "\n").encode()
 
 
-def signature(event: BaseEvent) -> pygit2.Signature:
+def _when(event: BaseEvent) -> tuple[int, int]:
     # The event's time, not the clock: the same event on the same parent is the same commit.
     at = event.at
-    offset = int(at.utcoffset().total_seconds()) // 60  # type: ignore[union-attr]
-    return pygit2.Signature(AUTHOR_NAME, AUTHOR_EMAIL, math.floor(at.timestamp()), offset)
+    return math.floor(at.timestamp()), int(at.utcoffset().total_seconds()) // 60  # type: ignore[union-attr]
+
+
+def signature(event: BaseEvent) -> pygit2.Signature:
+    return pygit2.Signature(AUTHOR_NAME, AUTHOR_EMAIL, *_when(event))
+
+
+def tree_bytes(entries: dict[str, tuple[int, pygit2.Oid]]) -> bytes:
+    """The content of a tree object holding ``entries`` (name -> (filemode, oid)), in git's
+    order: by name, a subtree compared as if its name ended in ``/``."""
+    names = sorted(entries, key=lambda name: name + "/" if entries[name][0] == TREE else name)
+    return b"".join([b"%o %s\0%s" % (entries[n][0], n.encode(), entries[n][1].raw) for n in names])
+
+
+def commit_bytes(
+    tree: pygit2.Oid, parent: pygit2.Oid | None, event: BaseEvent, message: str
+) -> bytes:
+    """The content of the journal commit libgit2's ``create_commit`` would write for these
+    (author and committer both Ephyra at the event's time); a test holds the two equal."""
+    time, offset = _when(event)
+    sign = "-" if offset < 0 else "+"
+    offset = abs(offset)
+    who = f"{AUTHOR_NAME} <{AUTHOR_EMAIL}> {time} {sign}{offset // 60:02d}{offset % 60:02d}"
+    parents = "" if parent is None else f"parent {parent}\n"
+    return f"tree {tree}\n{parents}author {who}\ncommitter {who}\n\n{message}".encode()
 
 
 def _one_line(text: str) -> str:
@@ -112,12 +138,37 @@ def commit_message(decision: Decision, event: BaseEvent, previous: pygit2.Oid | 
     )
 
 
+def trailers(message: str) -> dict[str, str]:
+    """The ``Key: value`` lines of a commit message's last paragraph."""
+    last = message.rstrip("\n").rsplit("\n\n", 1)[-1]
+    return dict(line.split(": ", 1) for line in last.splitlines() if ": " in line)
+
+
+def recorded_decision(message: str, effects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The decision a journal commit records, as ``Decision.to_dict()`` shows it: the
+    trailers say who moved where, ``effects.json`` what was asked for. Raises KeyError or
+    ValueError for a message without the trailers."""
+    fields = trailers(message)
+    before = fields["Ephyra-Previous-State"]
+    return {
+        "quest": fields["Ephyra-Quest"],
+        "event": fields["Ephyra-Event"],
+        "type": fields["Ephyra-Event-Type"],
+        "outcome": ACCEPTED,  # only accepted transitions are journaled
+        "from": None if before == "none" else before,
+        "state": fields["Ephyra-State"],
+        "revision": int(fields["Ephyra-Revision"]),
+        "effects": [effect["key"] for effect in effects],
+        "reason": None,
+    }
+
+
 class Entry(NamedTuple):
     """One journaled transition, read back from its commit."""
 
     oid: pygit2.Oid
     event: BaseEvent
-    decision: dict[str, Any]  # decision.json, i.e. Decision.to_dict()
+    decision: dict[str, Any]  # Decision.to_dict(), from the trailers and effects.json
     quest: Quest
     effects: list[dict[str, Any]]  # effects.json: [{key, type, payload}]
 

@@ -1,8 +1,9 @@
 """The Git journal: one ref per quest, one commit per accepted transition, written by CAS.
 
 A quest lives at ``refs/ephyra/quests/<id>``. Each commit's tree holds the quest after the event
-(``quest.json``), the event, the effects it asked for, the decision, and the quest's files, so a
-person can read everything with plain ``git`` (``docs/journal.md``). Git is the truth: the
+(``quest.json``), the event, the effects it asked for and the quest's files; its message's
+trailers hold the decision, so a person can read everything with plain ``git``
+(``docs/journal.md``). Git is the truth: the
 database projection is rebuilt from here, and the pending effects are in the commit so nothing
 is lost between the Git write and the database write.
 
@@ -13,13 +14,19 @@ Moving a ref is a compare-and-swap, never a forced update:
   only if still absent. ``references.create(force=False)`` checks existence *before* it takes
   the lock, so two creators could both pass the check; the transaction cannot.
 Either way a lost race raises ``JournalConflict``; ``journal.apply`` reloads and decides again.
+
+Objects are written as bytes (``journal.format.tree_bytes``/``commit_bytes``) rather than
+through ``TreeBuilder`` and ``create_commit``: those read every object they are handed back
+from disk to check that it exists, which is a file read per tree entry, per tree and per
+parent on every append. Here every oid is one just written or one carried from the parent's
+tree, so the check cannot fail.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,12 +38,13 @@ from ephyra.core.quest import Quest
 from journal.errors import JournalConflict, JournalError
 from journal.format import (
     BLOB,
-    DECISION,
     DECISIONS_DIR,
     EFFECTS,
+    EMPTY_EFFECTS,
     EVENT,
     EVENT_TRAILER,
     HYPOTHESIS,
+    LEGACY_DECISION,
     PLAN,
     PROOF_DIR,
     PROOF_FILE,
@@ -45,14 +53,20 @@ from journal.format import (
     SIGNAL,
     TREE,
     Entry,
+    commit_bytes,
     commit_message,
     hex_or_none,
     pretty_json,
-    signature,
+    recorded_decision,
     text_file,
+    tree_bytes,
 )
 
-_CACHE_LIMIT = 20_000  # entries per cache; past it a cache starts over (it only saves reads)
+_CACHE_LIMIT = 8192  # entries per cache; past it a cache starts over (it only saves reads)
+_BLOB, _TREE, _COMMIT = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE, pygit2.GIT_OBJECT_COMMIT
+_EMPTY_EFFECTS = pygit2.hash(EMPTY_EFFECTS)
+
+Entries = dict[str, tuple[int, pygit2.Oid]]  # a tree's entries: name -> (filemode, oid)
 
 
 def _conflict_text(exc: Exception) -> str | None:
@@ -73,12 +87,17 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike[str] | pygit2.Repository) -> None:
         self.repo = path if isinstance(path, pygit2.Repository) else pygit2.Repository(str(path))
+        self._write = _loose_writer(self.repo)
         # Reference objects this instance last moved, by ref name. set_target on one of them is
         # a CAS against the value it holds, so a stale cached object can only fail, never clobber.
         self._refs: dict[str, pygit2.Reference] = {}
-        # Tree oid of commits this instance wrote or read: the next append builds on the parent
-        # tree without reading the parent commit back from disk (a loose read per transition).
-        self._trees: dict[pygit2.Oid, pygit2.Oid] = {}
+        # What this instance knows of commits it wrote or read, by commit oid (a commit never
+        # changes, so none of this goes stale): the root tree's entries, which the next append
+        # builds on (and a subtree's, by the subtree's oid); the quest in quest.json; the event
+        # id. Each saves reads from disk.
+        self._trees: dict[pygit2.Oid, Entries] = {}
+        self._quests: dict[pygit2.Oid, Quest] = {}
+        self._events: dict[pygit2.Oid, str] = {}
 
     @classmethod
     def init(cls, path: str | os.PathLike[str], *, bare: bool = True) -> Journal:
@@ -99,6 +118,15 @@ class Journal:
         ref = self.repo.references.get(REF_PREFIX + quest_id)
         return None if ref is None else ref.target
 
+    def heads(self) -> dict[str, pygit2.Oid]:
+        """Every quest's head, in one pass over the references."""
+        n = len(REF_PREFIX)
+        return {
+            ref.name[n:]: ref.target
+            for ref in self.repo.references.iterator()
+            if ref.name.startswith(REF_PREFIX)
+        }
+
     def load(self, quest_id: str) -> tuple[Quest | None, pygit2.Oid | None]:
         """The quest at its head and the head's oid, or ``(None, None)`` for an unknown quest."""
         head = self.head(quest_id)
@@ -107,29 +135,45 @@ class Journal:
         return self.quest_at(head), head
 
     def quest_at(self, oid: pygit2.Oid) -> Quest:
-        tree = self.repo[oid].tree
-        self._remember(oid, tree.id)
-        return Quest.from_dict(self._json(tree, QUEST))
+        quest = self._quests.get(oid)
+        if quest is None:
+            commit = self.repo[oid]
+            self._remember_event(oid, commit.message)
+            entries = self._entries(oid, commit)
+            quest = Quest.from_dict(json.loads(self._data(oid, entries, QUEST)))
+            self._remember(self._quests, oid, quest)
+        return quest
 
     def event_id(self, oid: pygit2.Oid) -> str | None:
         """The id of the event a journal commit records (its ``Ephyra-Event`` trailer)."""
-        message = self.repo[oid].message
-        start = message.rfind(EVENT_TRAILER)
-        if start < 0:
-            return None
-        start += len(EVENT_TRAILER)
-        end = message.find("\n", start)
-        return message[start:] if end < 0 else message[start:end]
+        known = self._events.get(oid)
+        return known if known is not None else self._remember_event(oid, self.repo[oid].message)
 
     def entry(self, oid: pygit2.Oid) -> Entry:
-        tree = self.repo[oid].tree
+        commit = self.repo[oid]
+        entries = self._entries(oid, commit)
+        effects = self.effects(oid)
+        try:
+            decision = recorded_decision(commit.message, effects)
+        except (KeyError, ValueError):
+            if LEGACY_DECISION not in entries:
+                raise JournalError(f"{oid} has no Ephyra trailers: not a journal commit") from None
+            decision = json.loads(self._data(oid, entries, LEGACY_DECISION))
         return Entry(
             oid,
-            parse_event(self._blob(tree, EVENT)),
-            self._json(tree, DECISION),
-            Quest.from_dict(self._json(tree, QUEST)),
-            self._json(tree, EFFECTS),
+            parse_event(self._data(oid, entries, EVENT)),
+            decision,
+            self.quest_at(oid),
+            effects,
         )
+
+    def effects(self, oid: pygit2.Oid) -> list[dict[str, Any]]:
+        """The effects a journal commit asked for (its ``effects.json``)."""
+        entries = self._entries(oid)
+        entry = entries.get(EFFECTS)
+        if entry is not None and entry[1] == _EMPTY_EFFECTS:
+            return []  # most transitions: no read
+        return json.loads(self._data(oid, entries, EFFECTS))
 
     def history(self, quest_id: str) -> list[Entry]:
         """Every transition of the quest, oldest first."""
@@ -140,15 +184,16 @@ class Journal:
         entries.reverse()
         return entries
 
-    def commits(self, head: pygit2.Oid) -> Iterator[pygit2.Oid]:
-        """The journal's commits from ``head`` back to the creation, newest first.
+    def commits(self, head: pygit2.Oid, stop: pygit2.Oid | None = None) -> Iterator[pygit2.Oid]:
+        """The journal's commits from ``head`` back to the creation (or to ``stop``, left out),
+        newest first.
 
         A journal is linear by construction (CAS appends, fast-forward-only pushes); a merge
         commit means someone wrote here by hand, and guessing which parent is the truth would
         be worse than stopping.
         """
         oid: pygit2.Oid | None = head
-        while oid is not None:
+        while oid is not None and oid != stop:
             commit = self.repo[oid]
             parents = commit.parent_ids
             if len(parents) > 1:
@@ -171,14 +216,36 @@ class Journal:
         except KeyError:
             return None
 
-    def _blob(self, tree: pygit2.Tree, name: str) -> bytes:
-        try:
-            return tree[name].data
-        except KeyError:
-            raise JournalError(f"tree {tree.id} has no {name}: not a journal commit") from None
+    def _entries(self, oid: pygit2.Oid, commit: pygit2.Commit | None = None) -> Entries:
+        """The root tree entries of commit ``oid`` (``commit``, when the caller has it)."""
+        entries = self._trees.get(oid)
+        if entries is None:
+            tree = (commit or self.repo[oid]).tree  # type: ignore[union-attr]
+            entries = {item.name: (item.filemode, item.id) for item in tree}
+            self._remember(self._trees, oid, entries)
+        return entries
 
-    def _json(self, tree: pygit2.Tree, name: str) -> Any:
-        return json.loads(self._blob(tree, name))
+    def _data(self, oid: pygit2.Oid, entries: Entries, name: str) -> bytes:
+        entry = entries.get(name)
+        if entry is None:
+            raise JournalError(f"commit {oid} has no {name}: not a journal commit")
+        return self.repo[entry[1]].data  # type: ignore[attr-defined]
+
+    def _remember_event(self, oid: pygit2.Oid, message: str) -> str | None:
+        start = message.rfind(EVENT_TRAILER)
+        if start < 0:
+            return None
+        start += len(EVENT_TRAILER)
+        end = message.find("\n", start)
+        event = message[start:] if end < 0 else message[start:end]
+        self._remember(self._events, oid, event)
+        return event
+
+    @staticmethod
+    def _remember(cache: dict, oid: pygit2.Oid, value: Any) -> None:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[oid] = value
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -235,22 +302,17 @@ class Journal:
     def _commit(
         self, expected_head: pygit2.Oid | None, decision: Decision, event: BaseEvent
     ) -> pygit2.Oid:
-        repo = self.repo
-        if expected_head is None:
-            builder = repo.TreeBuilder()
-            parents: list[pygit2.Oid] = []
-        else:
-            parent_tree = self._trees.get(expected_head)
-            if parent_tree is None:
-                parent_tree = repo[expected_head].tree_id
-            builder = repo.TreeBuilder(repo[parent_tree])
-            parents = [expected_head]
-        self._write_tree(builder, decision, event)
-        tree = builder.write()
-        sig = signature(event)
+        """Write the transition's objects; every one is in the repository before a ref can
+        point at the commit (the ref is the truth)."""
+        entries = {} if expected_head is None else dict(self._entries(expected_head))
+        quest: Quest = decision.quest  # type: ignore[assignment]
+        self._write_files(entries, decision, event, quest)
+        tree = self._write(_TREE, tree_bytes(entries))
         message = commit_message(decision, event, expected_head)
-        commit = repo.create_commit(None, sig, sig, message, tree, parents)
-        self._remember(commit, tree)
+        commit = self._write(_COMMIT, commit_bytes(tree, expected_head, event, message))
+        self._remember(self._trees, commit, entries)
+        self._remember(self._quests, commit, quest)
+        self._remember(self._events, commit, event.id)
         return commit
 
     def fast_forward(self, quest_id: str, expected: pygit2.Oid | None, new: pygit2.Oid) -> None:
@@ -266,11 +328,6 @@ class Journal:
         if ref is None or ref.target != expected:
             raise JournalConflict(quest_id, expected, None if ref is None else ref.target)
         self._move_ref(quest_id, ref, expected, new)
-
-    def _remember(self, commit: pygit2.Oid, tree: pygit2.Oid) -> None:
-        if len(self._trees) >= _CACHE_LIMIT:
-            self._trees.clear()
-        self._trees[commit] = tree
 
     def _move_ref(
         self, quest_id: str, ref: pygit2.Reference, expected: pygit2.Oid, new: pygit2.Oid
@@ -301,56 +358,83 @@ class Journal:
                 raise
             raise JournalConflict(quest_id, None, self.head(quest_id), reason) from exc
 
-    def _write_tree(
-        self, builder: pygit2.TreeBuilder, decision: Decision, event: BaseEvent
+    def _write_files(
+        self, entries: Entries, decision: Decision, event: BaseEvent, quest: Quest
     ) -> None:
         """Rewrite what this transition changes; everything else is carried from the parent
         tree by oid (each loose object written costs a file, so unchanged blobs are never
         rewritten)."""
-        repo = self.repo
-        quest: Quest = decision.quest  # type: ignore[assignment]
+        write = self._write
         quest_dict = quest.to_dict()
-        builder.insert(QUEST, repo.create_blob(pretty_json(quest_dict)), BLOB)
-        builder.insert(EVENT, repo.create_blob(pretty_json(event_to_dict(event))), BLOB)
-        builder.insert(DECISION, repo.create_blob(pretty_json(decision.to_dict())), BLOB)
-        effects = pretty_json([e.to_dict() for e in decision.effects])
-        self._put(builder, EFFECTS, effects)
+        entries[QUEST] = (BLOB, write(_BLOB, pretty_json(quest_dict)))
+        entries[EVENT] = (BLOB, write(_BLOB, pretty_json(event_to_dict(event))))
+        entries[LEGACY_DECISION] = (BLOB, write(_BLOB, pretty_json(decision.to_dict())))
+        if decision.effects:
+            effects = pretty_json([e.to_dict() for e in decision.effects])
+            entries[EFFECTS] = (BLOB, write(_BLOB, effects))
+        elif entries.get(EFFECTS, (0, None))[1] != _EMPTY_EFFECTS:
+            entries[EFFECTS] = (BLOB, write(_BLOB, EMPTY_EFFECTS))
         if decision.state_before is None:  # creation: the first signal stays for good
             signal = event.signal.model_dump(mode="json")  # type: ignore[attr-defined]
-            builder.insert(SIGNAL, repo.create_blob(pretty_json(signal)), BLOB)
-        self._put_text(builder, HYPOTHESIS, quest.hypothesis)
-        self._put_text(builder, PLAN, quest.plan)
+            entries[SIGNAL] = (BLOB, write(_BLOB, pretty_json(signal)))
+        self._put_text(entries, HYPOTHESIS, quest.hypothesis)
+        self._put_text(entries, PLAN, quest.plan)
         etype = event.type  # type: ignore[attr-defined]
         if etype == "proof_completed":
             bundle = event.bundle.model_dump(mode="json")  # type: ignore[attr-defined]
             proof = {"bundle": bundle, "digest": event.digest}  # type: ignore[attr-defined]
-            self._put_in(builder, PROOF_DIR, PROOF_FILE, pretty_json(proof))
+            self._put_in(entries, PROOF_DIR, PROOF_FILE, pretty_json(proof))
         elif etype == "checkpoint_decided" and quest.decisions:
             record = quest.decisions[-1]
             if record.event == event.id:  # every accepted checkpoint decision is recorded
                 data = quest_dict["decisions"][-1]
                 name = f"{len(quest.decisions):03d}-{record.checkpoint}.json"
-                self._put_in(builder, DECISIONS_DIR, name, pretty_json(data))
+                self._put_in(entries, DECISIONS_DIR, name, pretty_json(data))
 
-    def _put(self, builder: pygit2.TreeBuilder, name: str, data: bytes) -> None:
-        # Hashing is ~1000x cheaper than writing a loose object that already exists.
-        entry = builder.get(name)
-        if entry is not None and entry.id == pygit2.hash(data):
+    def _put_text(self, entries: Entries, name: str, text: str) -> None:
+        if not text:
+            entries.pop(name, None)  # the field was cleared
             return
-        builder.insert(name, self.repo.create_blob(data), BLOB)
+        data = text_file(text)
+        entry = entries.get(name)
+        # Hashing is ~1000x cheaper than writing a loose object that already exists.
+        if entry is None or entry[1] != pygit2.hash(data):
+            entries[name] = (BLOB, self._write(_BLOB, data))
 
-    def _put_text(self, builder: pygit2.TreeBuilder, name: str, text: str) -> None:
-        if text:
-            self._put(builder, name, text_file(text))
-        elif builder.get(name) is not None:
-            builder.remove(name)  # the field was cleared
+    def _put_in(self, entries: Entries, folder: str, name: str, data: bytes) -> None:
+        entry = entries.get(folder)
+        sub: Entries = {}
+        if entry is not None:
+            known = self._trees.get(entry[1])  # a subtree is remembered by its own oid
+            sub = (
+                dict(known) if known else {i.name: (i.filemode, i.id) for i in self.repo[entry[1]]}
+            )
+        sub[name] = (BLOB, self._write(_BLOB, data))
+        tree = self._write(_TREE, tree_bytes(sub))
+        self._remember(self._trees, tree, sub)
+        entries[folder] = (TREE, tree)
 
-    def _put_in(self, builder: pygit2.TreeBuilder, folder: str, name: str, data: bytes) -> None:
-        entry = builder.get(folder)
-        repo = self.repo
-        sub = repo.TreeBuilder() if entry is None else repo.TreeBuilder(repo[entry.id])
-        sub.insert(name, self.repo.create_blob(data), BLOB)
-        builder.insert(folder, sub.write(), TREE)
+
+def _loose_writer(repo: pygit2.Repository) -> Callable[[int, bytes], pygit2.Oid]:
+    """Write objects as loose files straight into the repository's object directory.
+
+    The repository's own object database, for every object it does not have yet, also rescans
+    the pack directory in case another process added a pack (six system calls per object). A
+    journal object is new by construction (its commit, tree, quest and event are unique), and a
+    loose copy of an object that is also packed would be harmless. fsync follows the
+    repository's ``core.fsyncObjectFiles``, or the process-wide
+    ``pygit2.settings.enable_fsync_gitdir``, as libgit2's own writer does.
+    """
+    git_dir = repo.path
+    common = os.path.join(git_dir, "commondir")  # a linked worktree keeps objects in the main one
+    if os.path.isfile(common):
+        with open(common, encoding="utf-8") as handle:
+            git_dir = os.path.join(git_dir, handle.read().strip())
+    config = repo.config
+    fsync = "core.fsyncObjectFiles" in config and config.get_bool("core.fsyncObjectFiles")
+    odb = pygit2.Odb()
+    odb.add_backend(pygit2.OdbBackendLoose(os.path.join(git_dir, "objects"), -1, fsync), 1)
+    return odb.write
 
 
 class Locked:

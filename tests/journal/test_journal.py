@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime
 
 import pygit2
 import pytest
@@ -143,6 +144,66 @@ def test_identical_events_give_identical_commits(tmp_path):
     commit = journal.repo[heads[0]]
     assert (commit.author.name, commit.author.email) == ("Ephyra", "ephyra@localhost")
     assert commit.commit_time == int(journal.load(QID)[0].updated_at.timestamp())  # not the clock
+
+
+def test_the_objects_written_as_bytes_are_what_libgit2_and_git_fsck_accept(journal):
+    main_line(journal, Story(QID), 11)  # every kind of file, both subtrees
+    repo = journal.repo
+    for oid in journal.commits(journal.head(QID)):
+        commit = repo[oid]
+        # create_commit with the same inputs gives the same commit id
+        sig, message = commit.author, commit.message
+        assert repo.create_commit(None, sig, sig, message, commit.tree_id, commit.parent_ids) == oid
+        rebuilt = repo.TreeBuilder()
+        for item in commit.tree:
+            rebuilt.insert(item.name, item.id, item.filemode)
+        assert rebuilt.write() == commit.tree_id  # entries in git's order
+    git(journal.path, "fsck", "--strict", "--no-dangling")
+
+
+@pytest.mark.parametrize("offset", ["-03:30", "+05:45", "+00:00"])
+def test_a_commit_at_any_utc_offset_is_the_one_create_commit_writes(tmp_path, offset):
+    journal = Journal.init(tmp_path / "j.git")
+    story = Story(QID, start=datetime.fromisoformat(f"2026-01-05T09:00:00{offset}"))
+    head = apply(journal, story.signal()).head
+    commit = journal.repo[head]
+    assert commit.author.offset == int(offset[0] + "1") * (int(offset[1:3]) * 60 + int(offset[4:]))
+    sig = commit.author
+    assert journal.repo.create_commit(None, sig, sig, commit.message, commit.tree_id, []) == head
+
+
+def test_a_linked_worktree_writes_its_journal_into_the_main_repository(tmp_path):
+    wc = tmp_path / "wc"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(wc)], check=True)
+    subprocess.run(
+        ["git", "-C", str(wc), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
+         "--allow-empty", "-m", "start"],
+        check=True,
+    )  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(wc), "worktree", "add", "-q", str(tmp_path / "linked")], check=True
+    )
+    linked = Journal(tmp_path / "linked")
+    main_line(linked, Story(QID), 3)
+    assert Journal(wc).load(QID) == linked.load(QID)
+    git(wc / ".git", "fsck", "--strict", "--no-dangling")
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_objects_are_fsynced_when_the_repository_asks_for_it(tmp_path, monkeypatch, setting):
+    repo = pygit2.init_repository(str(tmp_path / "j.git"), bare=True)
+    repo.config["core.fsyncObjectFiles"] = setting
+    made = []
+    real = pygit2.OdbBackendLoose
+
+    def loose(objects_dir, compression, do_fsync, *rest):
+        made.append((objects_dir, do_fsync))
+        return real(objects_dir, compression, do_fsync, *rest)
+
+    monkeypatch.setattr(pygit2, "OdbBackendLoose", loose)
+    journal = Journal(tmp_path / "j.git")
+    apply(journal, Story(QID).signal())
+    assert made == [(f"{journal.path}objects", setting)]
 
 
 def test_a_stale_writer_conflicts_and_apply_decides_again(journal):
