@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from intake.credentials import validate_reference
-from intake.models import Hook, ReviewLink, WebhookDelivery
+from intake.models import Hook, IngestedSignal, IngestToken, ReviewLink, WebhookDelivery
 
 
 class HookForm(forms.ModelForm):
@@ -59,6 +59,35 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 class ReviewLinkAdmin(admin.ModelAdmin):
     list_display = ("repository", "number", "quest_id", "workspace", "forge", "created_at")
     search_fields = ("repository", "quest_id")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(IngestToken)
+class IngestTokenAdmin(admin.ModelAdmin):
+    """Made by ``manage.py ingest-token add`` (which shows the token once); here only named
+    and switched off."""
+
+    list_display = ("prefix", "workspace", "name", "active", "created_at")
+    list_filter = ("active", "workspace")
+    fields = ("workspace", "name", "prefix", "active", "created_at")
+    readonly_fields = ("workspace", "prefix", "created_at")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(IngestedSignal)
+class IngestedSignalAdmin(admin.ModelAdmin):
+    """Read-only: what the OTLP exports carried, already redacted."""
+
+    list_display = ("signal_id", "workspace", "event", "quest_id", "severity", "received_at")
+    list_filter = ("event", "severity", "workspace")
+    search_fields = ("signal_id", "quest_id", "fingerprint", "title")
 
     def has_change_permission(self, request, obj=None):
         return False

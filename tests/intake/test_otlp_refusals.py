@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 
 import pytest
 from django.db import OperationalError, connection
+from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -195,4 +197,37 @@ def test_an_unavailable_database_is_503_with_retry_after(client, token):
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
     assert status_of(response).code == 14
+    assert counts() == (0, 0)
+
+
+def test_an_unknown_content_encoding_is_415(client, token):
+    response = post(client, error_log(), token=token, **{"Content-Encoding": "br"})
+    assert response.status_code == 415
+    assert "unsupported content encoding 'br'" in status_of(response).message
+    assert counts() == (0, 0)
+
+
+def as_json(body: bytes, *, integer_enums: bool = True) -> bytes:
+    request = ExportLogsServiceRequest.FromString(body)
+    return json_format.MessageToJson(request, use_integers_for_enums=integer_enums).encode()
+
+
+def test_a_deflated_json_export_is_answered_in_json(client, token):
+    body = zlib.compress(as_json(error_log()))
+    response = post(client, body, token=token, content_type=JSON, **{"Content-Encoding": "deflate"})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == JSON
+    assert json.loads(response.content) == {}
+    assert counts() == (1, 1)
+
+
+def test_a_record_it_cannot_use_is_a_partial_success_naming_it(client, token):
+    # OTLP JSON encodes enums as integers; a severity given by name is the sender's mistake.
+    response = post(
+        client, as_json(error_log(), integer_enums=False), token=token, content_type=JSON
+    )
+    assert response.status_code == 200
+    partial = json.loads(response.content)["partialSuccess"]
+    assert partial["rejectedLogRecords"] == "1"
+    assert partial["errorMessage"].startswith("1 of 1 log records rejected: resourceLogs[0]")
     assert counts() == (0, 0)
