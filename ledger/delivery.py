@@ -126,16 +126,21 @@ def claim(fence: Fence, op: Operation) -> bool:
     with transaction.atomic():
         fence_check(fence)
         now = timezone.now()
-        taken = Operation.objects.filter(pk=op.pk, state=State.PENDING).update(
-            state=State.STARTED,
-            owner=fence.owner,
-            generation=fence.generation,
-            attempts=F("attempts") + 1,
-            started_at=now,
-            updated_at=now,
-        )
+        # Matching the attempts read makes the row's new values known without reading it back.
+        changes = {
+            "state": State.STARTED,
+            "owner": fence.owner,
+            "generation": fence.generation,
+            "attempts": op.attempts + 1,
+            "started_at": now,
+            "updated_at": now,
+        }
+        taken = Operation.objects.filter(
+            pk=op.pk, state=State.PENDING, attempts=op.attempts
+        ).update(**changes)
     if taken:
-        op.refresh_from_db()
+        for name, value in changes.items():
+            setattr(op, name, value)
     return bool(taken)
 
 
@@ -144,13 +149,16 @@ def _finish(fence: Fence, op: Operation, state: str, outcome: dict, **extra) -> 
     with transaction.atomic():
         fence_check(fence)
         now = timezone.now()
+        changes = {"state": state, "outcome": outcome, "finished_at": now, "updated_at": now}
+        changes |= extra
         done = Operation.objects.filter(
             pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
-        ).update(state=state, outcome=outcome, finished_at=now, updated_at=now, **extra)
+        ).update(**changes)
         if done and state in {State.AMBIGUOUS, State.DEAD}:
             _audit(op, f"operation.{state}", outcome)
     if done:
-        op.refresh_from_db()
+        for name, value in changes.items():
+            setattr(op, name, value)
     return bool(done)
 
 
