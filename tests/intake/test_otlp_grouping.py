@@ -9,6 +9,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from ephyra.ingest import parse_logs
 from intake.otlp_models import IngestedSignal
+from intake.tokens import token_create
 from ledger.models import InboundEvent
 from quests.services import quest_apply
 from tests.core.story import Story
@@ -19,8 +20,6 @@ IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 @pytest.fixture
 def token(workspace) -> str:
-    from intake.tokens import token_create
-
     return token_create(workspace)[1]
 
 
@@ -80,3 +79,19 @@ def test_quest_ids_are_the_same_for_the_same_workspace_fingerprint_and_signal(cl
     InboundEvent.objects.all().delete()
     post(client, body, token=token)
     assert IngestedSignal.objects.get().quest_id == quest
+
+
+def test_an_error_whose_quest_was_abandoned_opens_a_new_one(client, token, workspace):
+    body = export("KeyError: 'price'")
+    story = Story("checkout-keyerror")
+    quest_apply(
+        workspace,
+        story("signal_sensed", signal={"id": "sig-earlier", "fingerprint": fingerprint_of(body)}),
+    )
+    killed = quest_apply(workspace, story("killed", reason="won't fix"))
+    assert killed.applied.decision.accepted
+    assert post(client, body, token=token).status_code == 200
+    signal = IngestedSignal.objects.get()
+    assert signal.event == "signal_sensed"
+    assert signal.quest_id != "checkout-keyerror" and signal.quest_id.startswith("q-")
+    assert InboundEvent.objects.get().type == "signal_sensed"

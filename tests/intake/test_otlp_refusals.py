@@ -231,3 +231,11 @@ def test_a_record_it_cannot_use_is_a_partial_success_naming_it(client, token):
     assert partial["rejectedLogRecords"] == "1"
     assert partial["errorMessage"].startswith("1 of 1 log records rejected: resourceLogs[0]")
     assert counts() == (0, 0)
+
+
+def test_a_body_over_djangos_upload_cap_but_under_ours_is_taken(client, token, settings):
+    body = error_log("KeyError: " + "p" * (1536 * 1024))  # sent twice: body and attribute
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE < len(body) < settings.EPHYRA_OTLP_MAX_BYTES
+    response = post(client, body, token=token)
+    assert response.status_code == 200
+    assert counts() == (1, 1)
