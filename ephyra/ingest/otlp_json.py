@@ -187,6 +187,10 @@ def _any_value(value: Any, depth: int = 0) -> Any:
         return None
     if not isinstance(value, dict):
         raise Unusable(f"an AnyValue must be an object, got {_kind(value)}")
+    if len(value) == 1:  # the usual shape, {"stringValue": "…"}: no search for the field
+        inner = value.get("stringValue")
+        if isinstance(inner, str):
+            return inner
     present = [k for k in _VALUE_KEYS if value.get(k) is not None]
     if not present:
         return None
@@ -241,7 +245,10 @@ def _attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     for item in items:
         if not isinstance(item, dict):
             raise Unusable(f"an attribute must be an object with key and value, got {_kind(item)}")
-        out[_string(item.get("key"), "an attribute key")] = _any_value(item.get("value"), depth)
+        key = item.get("key")
+        if not isinstance(key, str):
+            key = _string(key, "an attribute key")
+        out[key] = _any_value(item.get("value"), depth)
     return out
 
 

@@ -23,6 +23,7 @@ import string
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ephyra.ingest.rules import RULES, SECRET_KEY_WORDS, Rule
 
@@ -197,11 +198,56 @@ def _compile(rule: Rule) -> _Compiled:
 _COMPILED: tuple[_Compiled, ...] = tuple(_compile(r) for r in RULES)
 _BY_NAME = {c.rule.name: c for c in _COMPILED}
 _WHOLE_TEXT = _BY_NAME["private-key"]  # the one rule that spans lines
+
+
+def _shortest(pattern: str) -> int:
+    """The fewest characters a match can have (the parser's own bound; 0 if it cannot say)."""
+    try:
+        return int(re._parser.parse(pattern).getwidth()[0])  # type: ignore[attr-defined]
+    except Exception:  # an optimisation only: without the bound every rule simply runs
+        return 0
+
+
+_CHAR_BITS = (("@", 1), (":", 2), ("=", 4), (".", 8), ("-", 16), ("_", 32))
+_FEATURE_BITS = {char: bit for char, bit in _CHAR_BITS} | {"upper": 64, "digit": 128, "sep": 256}
+_COLON_OR_EQUALS = 2 | 4
+
+
+def _needs_mask(needs: tuple[str, ...]) -> int:
+    mask = 0
+    for need in needs:
+        mask |= _FEATURE_BITS[need]
+    return mask
+
+
 _PLAN = tuple(
-    (c, c.rule.hints, c.rule.hints_lower, c.screen, c.rule.lower)
+    (
+        c,
+        c.rule.hints,
+        c.rule.hints_lower,
+        c.screen,
+        c.rule.lower,
+        _shortest(c.rule.pattern),
+        _needs_mask(c.rule.needs),
+    )
     for c in _COMPILED
     if c is not _WHOLE_TEXT
 )
+_BY_FEATURES: dict[int, tuple[tuple[int, Any], ...]] = {}
+# Each literal hint filed under the first of these characters it contains (rare ones first).
+_GATE_ORDER = "@J_-A:."
+
+
+def _gates() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    table: dict[str, list[tuple[str, int]]] = {}
+    for index, (_, hints, *_) in enumerate(_PLAN):
+        for hint in hints:
+            gate = next((c for c in _GATE_ORDER if c in hint), hint)
+            table.setdefault(gate, []).append((hint, index))
+    return tuple((gate, tuple(entries)) for gate, entries in table.items())
+
+
+_GATES = _gates()
 _cache: dict[str, str] = {}
 
 
@@ -217,49 +263,114 @@ def _lowercase(text: str) -> str:
     return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
 
 
-def _screened(kind: str, arg: int, text: str, raw: bytes) -> bool:
-    if kind == "run":
-        return len(raw) >= arg and b"a" * arg in raw.translate(_RUN_BYTES)
-    if kind == "digits":
-        return len(raw) >= arg and len(raw.translate(None, _NOT_DIGIT_BYTES)) >= arg
-    if kind == "ipv4":  # three dots, each after a digit
-        return raw.translate(_DIGIT_SKELETON).count(b"0.") >= 3
-    return "::" in text or text.count(":") >= 7  # colons: IPv6, compressed or full
+class _Features:
+    """What the cheap preconditions need of one line, each computed at most once."""
+
+    __slots__ = ("_digits", "_dotted", "_raw", "_run", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._raw: bytes | None = None
+        self._run = -1
+        self._digits = -1
+        self._dotted = -1
+
+    def _bytes(self) -> bytes:
+        if self._raw is None:
+            self._raw = self._text.encode("utf-8", "surrogatepass")
+        return self._raw
+
+    def screened(self, kind: str, arg: int) -> bool:
+        if kind == "run":  # is there an unbroken run of at least ``arg`` token characters?
+            if self._run < 0:
+                runs = self._bytes().translate(_RUN_BYTES)
+                self._run = 40 if b"a" * 40 in runs else 24 if b"a" * 24 in runs else 0
+            return self._run >= arg
+        if kind == "digits":
+            if self._digits < 0:
+                self._digits = len(self._bytes().translate(None, _NOT_DIGIT_BYTES))
+            return self._digits >= arg
+        if kind == "ipv4":  # three dots, each after a digit
+            if self._dotted < 0:
+                self._dotted = self._bytes().translate(_DIGIT_SKELETON).count(b"0.")
+            return self._dotted >= 3
+        return "::" in self._text or self._text.count(":") >= 7  # colons: IPv6
+
+
+def _hinted(text: str) -> set[int]:
+    """The rules (by position in the plan) one of whose literal hints occurs in ``text``: a few
+    gate characters first, so most hints are never searched for."""
+    found: set[int] = set()
+    for gate, entries in _GATES:
+        if gate in text:
+            for hint, index in entries:
+                if index not in found and hint in text:
+                    found.add(index)
+    return found
+
+
+def _features(text: str, lower: str) -> int:
+    """Which of the ``needs`` features the line has, as bits."""
+    mask = 0
+    for char, bit in _CHAR_BITS:
+        if char in text:
+            mask |= bit
+    if mask & _COLON_OR_EQUALS:
+        mask |= _FEATURE_BITS["sep"]
+    if text != lower:
+        mask |= _FEATURE_BITS["upper"]
+    if _DIGIT.search(text):
+        mask |= _FEATURE_BITS["digit"]
+    return mask
+
+
+def _rules_for(mask: int) -> tuple[tuple[int, Any], ...]:
+    """The plan's rules whose needs the line meets (computed once per combination)."""
+    found = _BY_FEATURES.get(mask)
+    if found is None:
+        found = tuple((i, entry) for i, entry in enumerate(_PLAN) if entry[6] & ~mask == 0)
+        _BY_FEATURES[mask] = found
+    return found
 
 
 def _redact_line(text: str) -> str:
-    # A plain loop, no generator or method per rule: this runs for every line not yet seen.
-    lower = ""
-    raw = b""
-    for compiled, hints, hints_lower, screen, on_lower in _PLAN:
+    # A plain loop, no generator per rule: this runs for every line not seen before.
+    lower = _lowercase(text)
+    rules = _rules_for(_features(text, lower))
+    hinted: set[int] | None = None
+    features: _Features | None = None
+    size = len(text)
+    for index, (compiled, hints, hints_lower, screen, on_lower, shortest, _) in rules:
+        if size < shortest:
+            continue
         if hints:
-            for hint in hints:
-                if hint in text:
+            if hinted is None:
+                hinted = _hinted(text)
+            if index not in hinted:
+                continue
+        if hints_lower:
+            for hint in hints_lower:
+                if hint in lower:
                     break
             else:
                 continue
-        if hints_lower or on_lower:
-            if not lower:
-                lower = _lowercase(text)
-            if hints_lower:
-                for hint in hints_lower:
-                    if hint in lower:
-                        break
-                else:
-                    continue
         if screen is not None:
-            if not raw:
-                raw = text.encode("utf-8", "surrogatepass")
-            if not _screened(screen[0], screen[1], text, raw):
+            if features is None:
+                features = _Features(text)
+            if not features.screened(*screen):
                 continue
         out = compiled.apply(text, lower if on_lower else text)
         if out is not text:
-            text, lower, raw = out, "", b""
+            # Later rules read the new text. Its secrets were in the old text, with the
+            # features they need, so the rule list chosen from the old text still covers them.
+            text, lower, size = out, _lowercase(out), len(out)
+            hinted = features = None
     return text
 
 
 def _cached_line(text: str) -> str:
-    if len(text) < 3:  # the shortest secret shape is "::1"
+    # The shortest shapes: "::1", "a@b.io", "pwd=x"; anything else needs eight characters.
+    if len(text) < 8 and not ("@" in text or ":" in text or "=" in text):
         return text
     if len(text) > MAX_CACHED_LINE or not LINE_CACHE_SIZE:
         return _redact_line(text)
@@ -280,7 +391,12 @@ def redact(text: str) -> str:
         text = _WHOLE_TEXT.apply(text, text)
     if "\n" not in text:
         return _cached_line(text)
-    return "\n".join([_cached_line(line) for line in text.split("\n")])
+    if not LINE_CACHE_SIZE:
+        return "\n".join([_redact_line(line) for line in text.split("\n")])
+    get = _cache.get
+    return "\n".join(
+        [hit if (hit := get(line)) is not None else _cached_line(line) for line in text.split("\n")]
+    )
 
 
 def is_secret_key(key: str) -> bool:

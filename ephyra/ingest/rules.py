@@ -12,7 +12,9 @@ address), and the generic detectors last.
 A pattern either replaces its whole match or, when it has groups named ``secret...``, only those
 groups (so ``password=hunter2`` keeps its key and ``"token": "x"`` keeps its quotes). ``hints``
 are cheap substring tests, one of which must occur (``hints_lower`` against the lowercased text)
-before the regular expression runs, and ``screen`` names another cheap precondition (enough
+before the regular expression runs; ``needs`` are what every match contains (a character, or
+``upper``/``digit``/``sep`` for an uppercase letter, a digit, ``:`` or ``=``), so a line that
+lacks one skips the rule untouched; and ``screen`` names another cheap precondition (enough
 digits, dots or colons, a long enough unbroken run): most texts carry no secret, and a substring
 test is far cheaper than a scan. A ``lower`` rule's pattern runs on the lowercased text (one case
 for the regular expression engine is several times faster than ``(?i)``) and its spans are
@@ -34,6 +36,7 @@ class Rule:
     negatives: tuple[str, ...]
     hints: tuple[str, ...] = ()
     hints_lower: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
     screen: str = ""
     check: str = ""
     lower: bool = False
@@ -117,6 +120,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="jwt",
+        needs=("upper", "."),
         description="JSON Web Tokens: three base64url parts, the first two JSON objects",
         pattern=r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
         hints=("eyJ",),
@@ -125,6 +129,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="aws-access-key-id",
+        needs=("upper",),
         description="AWS access key ids (AKIA…, ASIA… and the other documented prefixes)",
         pattern=r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b",
         hints=(
@@ -145,6 +150,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="github-token",
+        needs=("_",),
         description="GitHub tokens: ghp_, gho_, ghu_, ghs_, ghr_ and fine-grained github_pat_",
         pattern=r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
         hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
@@ -159,6 +165,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="gitlab-token",
+        needs=("-",),
         description="GitLab personal, deploy and runner tokens (glpat-, gldt-, glrt-)",
         pattern=r"\b(?:glpat|gldt|glrt)-[A-Za-z0-9_-]{20,}",
         hints=("glpat-", "gldt-", "glrt-"),
@@ -169,6 +176,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="slack-token",
+        needs=("-",),
         description="Slack bot, user, app and refresh tokens (xoxb-, xoxp-, xoxa-, xoxr-, xapp-)",
         pattern=r"\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})",
         hints=("xox", "xapp-"),
@@ -180,6 +188,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="slack-webhook",
+        needs=(".",),
         description="Slack incoming-webhook URLs (the host stays, the secret path goes)",
         pattern=r"hooks\.slack\.com/(?P<secret>(?:services|workflows|triggers)/[A-Za-z0-9/_-]+)",
         hints=("hooks.slack.com",),
@@ -193,6 +202,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="anthropic-key",
+        needs=("-",),
         description="Anthropic API keys (sk-ant-…)",
         pattern=r"\bsk-ant-[A-Za-z0-9_-]{20,}",
         hints=("sk-ant-",),
@@ -201,6 +211,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="openai-key",
+        needs=("-",),
         description="OpenAI-style API keys (sk-…, sk-proj-…)",
         pattern=r"\bsk-(?!ant-)[A-Za-z0-9_-]{20,}",
         hints=("sk-",),
@@ -214,6 +225,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="stripe-key",
+        needs=("_",),
         description="Stripe secret and restricted keys, live and test (sk_live_, rk_live_…)",
         pattern=r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
         hints=("k_live_", "k_test_"),
@@ -222,6 +234,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="google-api-key",
+        needs=("upper",),
         description="Google API keys (AIza followed by 35 characters)",
         pattern=r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",
         hints=("AIza",),
@@ -232,6 +245,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="url-credentials",
+        needs=(":", "@"),
         description="user:password@ in URLs; the scheme, host and path stay",
         pattern=r"""://(?P<secret>[^\s/?#@"'<>]+)@(?=[^\s/?#@"'<>])""",
         hints=("://",),
@@ -275,6 +289,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="secret",
+        needs=("sep",),
         description=(
             "values of secret-named keys (password, token, api_key, secret, cookie, session, …) in "
             'key=value, key: value and JSON/Python-dict "key": "value" forms'
@@ -325,6 +340,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="aws-secret-key",
+        needs=("upper", "digit"),
         description="AWS secret access keys: 40 base64 characters, mixed case, digits, entropy",
         pattern=r"(?<![A-Za-z0-9/+=])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         screen="run:40",
@@ -338,6 +354,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="email",
+        needs=("@", "."),
         description="e-mail addresses",
         pattern=r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b",
         hints=("@",),
@@ -353,6 +370,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="credit-card",
+        needs=("digit",),
         description="payment card numbers: 13-19 digits, a card prefix, a valid Luhn checksum",
         pattern=r"(?<![0-9.-])(?P<secret>[2-6][0-9]{3}(?:[ -]?[0-9]){9,15})(?![0-9-])",
         screen="digits:13",
@@ -370,6 +388,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="ipv6",
+        needs=(":",),
         description="IPv6 addresses (validated by the standard library; at least one digit)",
         pattern=(
             r"(?<![\w:.])(?P<secret>(?:[0-9A-Fa-f]{0,4}:){2,7}"
@@ -392,6 +411,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="ipv4",
+        needs=(".", "digit"),
         description="IPv4 addresses (each octet 0-255; not part of a longer dotted number)",
         pattern=(
             r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
@@ -406,6 +426,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="high-entropy",
+        needs=("upper", "digit"),
         description=(
             "long random-looking tokens: 24+ characters of base64/base62 with upper and lower case "
             "and a digit, Shannon entropy >= 3.5 bits per character, not made of words. Pure hex "

@@ -88,10 +88,10 @@ def normalise_path(file: str, roots: tuple[str, ...] = ()) -> str:
         found = pattern.search(path)
         if found:
             return path[found.end() :]
-    path = _ROOTS.sub("", path)
+    path = _ROOTS.sub("", path).lstrip("/")
     while path.startswith("./"):
-        path = path[2:]
-    return _BUILD_HASH.sub("", path.lstrip("/"))
+        path = path[2:].lstrip("/")
+    return _BUILD_HASH.sub("", path)
 
 
 # -- Python ---------------------------------------------------------------------------------
