@@ -353,7 +353,7 @@ def build_candidate(
         severity=severity,
         fingerprint=fingerprint(exc_type, frames, message, roots),
         fingerprint_version=FINGERPRINT_VERSION,
-        title=_title(exc_type, message),
+        title=redact(_title(exc_type, message)),  # joining lines must not form a secret
         culprit=cut(culprit, MAX_VALUE),
         exception_type=exc_type,
         message=message,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,28 @@ def test_each_positive_example_is_redacted_by_its_rule(name, text, expected):
 @pytest.mark.parametrize(("name", "text"), NEGATIVES)
 def test_each_negative_example_is_left_alone_by_every_rule(name, text):
     assert redact(text) == text
+
+
+def _has(span: str, need: str) -> bool:
+    if need == "upper":
+        return any(c.isupper() for c in span)
+    if need == "digit":
+        return any(c.isdigit() for c in span)
+    if need == "sep":
+        return ":" in span or "=" in span
+    return need in span
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_every_match_of_a_rule_has_what_the_rule_says_it_needs(rule):
+    # A line without a need skips the rule unread, so a wrong need would hide a secret.
+    for text, _ in rule.positives:
+        subject = text.lower() if rule.lower else text
+        matches = list(re.finditer(rule.pattern, subject))
+        assert matches, text
+        for match in matches:
+            span = text[match.start() : match.end()]
+            assert all(_has(span, need) for need in rule.needs), (span, rule.needs)
 
 
 def test_the_documentation_lists_every_rule():
