@@ -371,11 +371,11 @@ def _first_difference(pb: list[bytes], js: list[bytes]) -> str | None:
 
 
 def _cold(body: bytes) -> object:
-    saved, redaction.LINE_CACHE_SIZE = redaction.LINE_CACHE_SIZE, 0
+    saved = redaction.set_line_cache_size(0)
     try:
         return parse_logs(body, PROTOBUF)
     finally:
-        redaction.LINE_CACHE_SIZE = saved
+        redaction.set_line_cache_size(saved)
 
 
 @dataclass
