@@ -5,8 +5,8 @@
 usage), sent round-robin: transition k of every quest, then k+1. The events and decisions are
 computed before any timing (``decide`` is the core's cost, not the journal's).
 
-- **ephyra journal**: ``Journal.append`` — serialise quest/event/effects/decision, build the tree
-  from the parent's, commit, CAS the ref.
+- **ephyra journal**: ``Journal.append`` — serialise quest/event/effects and the commit message
+  (whose trailers hold the decision), build the tree from the parent's, commit, CAS the ref.
 - **raw pygit2**: the same objects written with the plain calls, every file's bytes prepared in
   advance (untimed): ``create_blob`` for each file, ``TreeBuilder`` from the parent tree,
   ``create_commit``, ``Reference.set_target`` (``references.create`` for a new quest).
@@ -126,7 +126,6 @@ def _prepare(qid: str, count: int) -> list[Step]:
         files = [
             ("quest.json", pretty_json(q.to_dict())),
             ("event.json", pretty_json(event_to_dict(event))),
-            ("decision.json", pretty_json(decision.to_dict())),
             ("effects.json", pretty_json([e.to_dict() for e in decision.effects])),
         ]
         nested = []

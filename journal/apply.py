@@ -118,10 +118,10 @@ def replay_journal(
 ) -> Replayed:
     """Fold the journaled events and say whether the journal is what the machine produces.
 
-    ``matches`` is True when every commit's ``decision.json``, ``quest.json`` and
+    ``matches`` is True when every commit's decision (its trailers), ``quest.json`` and
     ``effects.json`` equal the replayed decision, quest and effects at that step, so a head
-    (or any earlier commit) whose files were edited by hand, or a journal written under
-    another policy, does not match.
+    (or any earlier commit) whose files or message were edited by hand, or a journal written
+    under another policy, does not match.
     """
     return _replay(journal, quest_id, policy)[0]
 
@@ -140,7 +140,7 @@ def _replay(journal: Journal, quest_id: str, policy: MachinePolicy) -> tuple[Rep
     problem = None
     for entry, decision in zip(entries, result.decisions, strict=True):
         if decision.to_dict() != entry.decision:
-            problem = f"{entry.oid}: decision.json differs from the replayed decision"
+            problem = f"{entry.oid}: the trailers differ from the replayed decision"
         elif decision.quest != entry.quest:
             problem = f"{entry.oid}: quest.json differs from the replayed quest"
         elif [e.to_dict() for e in decision.effects] != entry.effects:

@@ -131,6 +131,7 @@ def commit_message(decision: Decision, event: BaseEvent, previous: pygit2.Oid | 
         f"Ephyra-Quest: {decision.quest_id}\n"
         f"Ephyra-Event-Type: {decision.event_type}\n"
         f"Ephyra-Event: {decision.event_id}\n"
+        f"Ephyra-Previous-State: {'none' if before is None else before}\n"
         f"Ephyra-State: {after}\n"
         f"Ephyra-Revision: {decision.revision}\n"
         f"Ephyra-Machine-Version: {MACHINE_VERSION}\n"

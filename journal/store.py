@@ -368,7 +368,7 @@ class Journal:
         quest_dict = quest.to_dict()
         entries[QUEST] = (BLOB, write(_BLOB, pretty_json(quest_dict)))
         entries[EVENT] = (BLOB, write(_BLOB, pretty_json(event_to_dict(event))))
-        entries[LEGACY_DECISION] = (BLOB, write(_BLOB, pretty_json(decision.to_dict())))
+        entries.pop(LEGACY_DECISION, None)  # the trailers say it now
         if decision.effects:
             effects = pretty_json([e.to_dict() for e in decision.effects])
             entries[EFFECTS] = (BLOB, write(_BLOB, effects))

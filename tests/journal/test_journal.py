@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ephyra.core.machine import decide, fold
 from ephyra.core.quest import Quest
 from journal.apply import apply, first_mismatch, replay_journal
-from journal.format import pretty_json
+from journal.format import commit_message, pretty_json, signature
 from journal.store import Journal, JournalConflict, JournalError
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
@@ -24,6 +24,8 @@ REF = f"refs/ephyra/quests/{QID}"
 TRAILERS = (
     "Ephyra-Event-Type",
     "Ephyra-Event",
+    "Ephyra-Previous-State",
+    "Ephyra-State",
     "Ephyra-Revision",
     "Ephyra-Machine-Version",
     "Ephyra-Previous-Head",
@@ -67,6 +69,7 @@ def test_git_log_shows_one_commit_per_accepted_transition_with_trailers(journal)
     log = git(journal.path, "log", "--format=%H%x00%s%x00%(trailers)%x01", REF)
     commits = [c.strip("\n").split("\x00") for c in log.split("\x01") if c.strip()]
     assert len(commits) == len(events) == 12
+    previous_state = "none"
     for (oid, subject, trailers), event in zip(reversed(commits), events, strict=True):
         fields = dict(line.split(": ", 1) for line in trailers.splitlines() if line)
         assert set(TRAILERS) <= set(fields)
@@ -75,6 +78,8 @@ def test_git_log_shows_one_commit_per_accepted_transition_with_trailers(journal)
         assert subject.startswith(f"{QID}: ") and subject.endswith(f"({event.type} {event.id})")
         parents = git(journal.path, "rev-list", "--parents", "-n1", oid).split()[1:]
         assert fields["Ephyra-Previous-Head"] == (parents[0] if parents else "none")
+        assert fields["Ephyra-Previous-State"] == previous_state  # the log tells the story
+        previous_state = fields["Ephyra-State"]
     assert commits[-1][1] == f"{QID}: new quest → sensed (signal_sensed {QID}-e1)"
     assert commits[0][1] == f"{QID}: watching → closed (watch_clean {QID}-e12)"
 
@@ -87,7 +92,6 @@ def test_the_tree_holds_the_quests_files_at_readable_paths(journal):
     _, quest = main_line(journal, Story(QID), 11)  # through landed: watching
     files = git(journal.path, "ls-tree", "-r", "--name-only", REF).split()
     assert files == [
-        "decision.json",
         "decisions/001-A.json",
         "decisions/002-B.json",
         "decisions/003-C.json",
@@ -110,12 +114,8 @@ def test_the_tree_holds_the_quests_files_at_readable_paths(journal):
     effects = json.loads(show("effects.json"))  # landed asks to watch and keep the probe
     assert [e["type"] for e in effects] == ["start_watch", "register_regression_probe"]
     assert effects[0]["key"] == f"{QID}:1:start_watch:{QID}-e11:0"
-    decision = json.loads(show("decision.json"))
-    assert (decision["from"], decision["state"], decision["outcome"]) == (
-        "landing",
-        "watching",
-        "accepted",
-    )
+    trailers = git(journal.path, "log", "-1", "--format=%(trailers:only,unfold)", REF)
+    assert "Ephyra-Previous-State: landing\nEphyra-State: watching\n" in trailers
     assert show("quest.json") == pretty_json(quest.to_dict()).decode()  # sorted, a field a line
     assert show("quest.json").splitlines()[1].startswith('  "approval_c": ')
 
@@ -128,7 +128,7 @@ def test_unchanged_files_are_carried_forward_by_oid(journal):
     after = journal.repo[journal.head(QID)].tree
     for name in ("signal.json", "hypothesis.md"):
         assert after[name].id == before[name].id
-    for name in ("quest.json", "event.json", "decision.json"):
+    for name in ("quest.json", "event.json"):
         assert after[name].id != before[name].id
     assert json.loads(after["effects.json"].data) == []
 
@@ -204,6 +204,52 @@ def test_objects_are_fsynced_when_the_repository_asks_for_it(tmp_path, monkeypat
     journal = Journal(tmp_path / "j.git")
     apply(journal, Story(QID).signal())
     assert made == [(f"{journal.path}objects", setting)]
+
+
+def _append_in_the_old_layout(journal: Journal, event) -> None:
+    """A commit as journals were written before the decision moved into the trailers: a
+    decision.json file and no Ephyra-Previous-State trailer."""
+    repo = journal.repo
+    quest, head = journal.load(QID)
+    decision = decide(quest, event)
+    builder = repo.TreeBuilder(repo[head].tree) if head else repo.TreeBuilder()
+    files = {
+        "quest.json": decision.quest.to_dict(),
+        "event.json": event.model_dump(mode="json"),
+        "effects.json": [e.to_dict() for e in decision.effects],
+        "decision.json": decision.to_dict(),
+    }
+    for name, value in files.items():
+        builder.insert(name, repo.create_blob(pretty_json(value)), pygit2.GIT_FILEMODE_BLOB)
+    message = "".join(
+        line
+        for line in commit_message(decision, event, head).splitlines(keepends=True)
+        if not line.startswith("Ephyra-Previous-State:")
+    )
+    sig = signature(event)
+    commit = repo.create_commit(None, sig, sig, message, builder.write(), [head] if head else [])
+    repo.references.create(REF, commit, force=True)
+
+
+def test_a_journal_written_in_the_old_layout_still_reads_and_replays(journal):
+    story = Story(QID)
+    quest = None
+    for _ in range(4):  # sensed … hypothesised, the old way
+        event = next_event(story, quest)
+        _append_in_the_old_layout(journal, event)
+        quest = journal.load(QID)[0]
+    assert apply(journal, story("comment_added", body="new layout from here")).decision.accepted
+    history = journal.history(QID)
+    assert [entry.decision["from"] for entry in history] == [
+        None,
+        "sensed",
+        "triaged",
+        "researching",
+        "hypothesised",
+    ]
+    assert replay_journal(journal, QID).matches
+    files = git(journal.path, "ls-tree", "--name-only", REF).split()
+    assert "decision.json" not in files  # not carried into new commits
 
 
 def test_a_stale_writer_conflicts_and_apply_decides_again(journal):
@@ -393,6 +439,22 @@ def test_replay_matches_an_honest_journal_and_not_a_tampered_one(journal):
     assert not tampered.matches
     assert tampered.stored.comments == 99 and tampered.fold.quest == quest
     assert "quest.json" in first_mismatch(journal, QID)
+
+
+def test_replay_notices_a_commit_message_that_lies_about_the_transition(journal):
+    main_line(journal, Story(QID), 5)
+    repo = journal.repo
+    head = repo[journal.head(QID)]
+    lie = head.message.replace(
+        "Ephyra-Previous-State: hypothesised", "Ephyra-Previous-State: sensed"
+    )
+    assert lie != head.message
+    forged = repo.create_commit(
+        None, head.author, head.committer, lie, head.tree_id, head.parent_ids
+    )
+    repo.references[REF].set_target(forged)
+    assert not replay_journal(journal, QID).matches
+    assert "trailers" in first_mismatch(journal, QID)
 
 
 def test_a_merge_commit_in_a_journal_is_refused(journal):
