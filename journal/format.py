@@ -53,7 +53,12 @@ def _field(value: Any, indent: str) -> str:
         return "null"
     if isinstance(value, str):
         return encode_basestring(value)
-    if type(value) is list and value:
+    kind = type(value)
+    if kind is int:  # the encoder would say the same, after building itself for one number
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is list and value:
         inner = ",\n".join([f"{indent}  {_compact(item)}" for item in value])
         return f"[\n{inner}\n{indent}]"
     return _compact(value)
