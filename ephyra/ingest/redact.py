@@ -7,9 +7,11 @@ secret whatever it looks like.
 
 Speed: every rule but the PEM one matches within a line (no pattern crosses a newline), so a
 multi-line text is redacted line by line, and lines are remembered (``LINE_CACHE_SIZE``): a stack
-trace's frame lines recur across every occurrence of an error, its message does not. Each rule
-runs only when its cheap preconditions hold (substrings, digit or dot counts, a long unbroken
-run), so a line without anything secret-shaped costs a few substring tests.
+trace's frame lines recur across every occurrence of an error, its message does not. A line
+not seen before is looked at once for the characters the rules need (``@``, ``:``, ``=``, ``.``,
+``-``, ``_``, an uppercase letter, a digit): only the rules it can satisfy are considered, and
+each of those runs only when its cheap preconditions hold (substrings, digit or dot counts, a
+long unbroken run), so a line without anything secret-shaped costs a few substring tests.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from ephyra.ingest.rules import RULES, SECRET_KEY_WORDS, Rule
 
 SECRET_PLACEHOLDER = "[redacted:secret]"
-LINE_CACHE_SIZE = 16_384  # lines remembered (raw → redacted, in memory only); 0 turns it off
+LINE_CACHE_SIZE = 32_768  # lines remembered per generation (raw → redacted, in memory only)
 MAX_CACHED_LINE = 512
 
 _WORDS = re.compile(r"[a-z]{4,}|[A-Z][a-z]{3,}")
@@ -249,6 +251,7 @@ def _gates() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
 
 _GATES = _gates()
 _cache: dict[str, str] = {}
+_previous: dict[str, str] = {}
 
 
 def apply_rule(name: str, text: str) -> str:
@@ -374,11 +377,16 @@ def _cached_line(text: str) -> str:
         return text
     if len(text) > MAX_CACHED_LINE or not LINE_CACHE_SIZE:
         return _redact_line(text)
+    global _cache, _previous
     found = _cache.get(text)
     if found is None:
-        found = _redact_line(text)
+        found = _previous.get(text)
+        if found is None:
+            found = _redact_line(text)
         if len(_cache) >= LINE_CACHE_SIZE:
-            _cache.clear()
+            # Two generations: the lines still in use move over as they are met again, the
+            # one-off messages and ids go with the old generation.
+            _previous, _cache = _cache, {}
         _cache[text] = found
     return found
 
@@ -389,6 +397,7 @@ def set_line_cache_size(size: int) -> int:
     global LINE_CACHE_SIZE
     old, LINE_CACHE_SIZE = LINE_CACHE_SIZE, size
     _cache.clear()
+    _previous.clear()
     return old
 
 
@@ -408,7 +417,7 @@ def redact(text: str) -> str:
         return _cached_line(text)
     if not LINE_CACHE_SIZE:
         return "\n".join([_redact_line(line) for line in text.split("\n")])
-    get = _cache.get
+    get = _cache.get  # the current generation; _cached_line looks in the older one
     return "\n".join(
         [hit if (hit := get(line)) is not None else _cached_line(line) for line in text.split("\n")]
     )
