@@ -13,8 +13,9 @@ The world behaves like the real services behind each effect type:
 * writes (``land``) do **not** deduplicate, so a blind retry of a write shows up as a second
   execution; ``check`` looks the key up (found: the first answer again; not found: absent).
 
-``EPHYRA_WORLD_GATE="<type>:<path>"`` makes this process wait, after executing an effect of that
-type and before answering, until ``path`` exists: the two-worker test pauses a worker there.
+``EPHYRA_WORLD_GATE="<type>:<before|after>:<path>"`` makes this process wait until ``path``
+exists, before a request of that type leaves (``before``) or after the world executed it and
+before the answer comes back (``after``): the two-worker tests hold a worker there.
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class World:
 
     def run(self, request: EffectRequest) -> EffectResult:
         kind = str(request.type)
+        self._gate(kind, "before", request)
         self._record("request", request, attempt=request.attempt)
         if retry_safe(request.type):
             first = _first_execution(request.key, self.path)
@@ -167,7 +169,7 @@ class World:
                 return _result(first)  # an idempotent API answers a repeat from its record
         answer = _answer(request)
         self._record("execution", request, answer=answer)
-        self._gate(kind, request)
+        self._gate(kind, "after", request)
         return _result(answer)
 
     def check(self, request: EffectRequest) -> EffectResult | None:
@@ -180,11 +182,12 @@ class World:
     def _record(self, kind: str, request: EffectRequest, **fields: Any) -> None:
         record({"kind": kind, "key": request.key, "type": str(request.type), **fields}, self.path)
 
-    def _gate(self, kind: str, request: EffectRequest) -> None:
-        gated, _, path = os.environ.get(GATE_VARIABLE, "").partition(":")
-        if gated != kind:
+    def _gate(self, kind: str, moment: str, request: EffectRequest) -> None:
+        spec = os.environ.get(GATE_VARIABLE, "")
+        if not spec.startswith(f"{kind}:{moment}:"):
             return
-        self._record("gate", request)
+        path = spec.split(":", 2)[2]
+        self._record("gate", request, moment=moment)
         while not os.path.exists(path):
             time.sleep(0.01)
 
