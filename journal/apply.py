@@ -33,6 +33,7 @@ class Applied(NamedTuple):
     head: pygit2.Oid | None  # the quest's head after the call (unchanged unless accepted)
     retries: int  # how many CAS conflicts were lost before this answer
     duplicate: bool = False  # the event is the head's own event: nothing was written again
+    parent: pygit2.Oid | None = None  # what an accepted, written event was appended to
 
 
 class RetriesExhausted(JournalConflict):
@@ -70,14 +71,16 @@ def apply(
                 answer = _answer(journal, quest, head, event, policy, retries)
                 if isinstance(answer, Applied):
                     return answer
-                return Applied(answer, journal.append(quest_id, head, answer, event), retries)
+                new = journal.append(quest_id, head, answer, event)
+                return Applied(answer, new, retries, parent=head)
             with journal.locked(quest_id) as slot:
-                answer = _answer(journal, slot.quest, slot.head, event, policy, retries)
+                head = slot.head
+                answer = _answer(journal, slot.quest, head, event, policy, retries)
                 if not isinstance(answer, Applied):
                     slot.append(answer, event)
             if isinstance(answer, Applied):
                 return answer
-            return Applied(answer, slot.head, retries)
+            return Applied(answer, slot.head, retries, parent=head)
         except JournalConflict as exc:
             conflict = exc
             sleep(rng.uniform(0.0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries)))

@@ -14,10 +14,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from ephyra.core.events import BaseEvent
 from ephyra.core.quest import Quest as QuestValue
@@ -114,23 +115,10 @@ def quest_apply(
     from quests.repair import repair_quest  # repair builds on this module's projection
 
     with transaction.atomic():
-        # One database writer per workspace at a time, so a projection never moves backwards.
-        Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
-        row = (
-            Quest.objects.filter(workspace=workspace, quest_id=decision.quest_id)
-            .values_list("pk", "journal_head")
-            .first()
-        )
-        parents = journal.repo[applied.head].parent_ids
-        parent = str(parents[0]) if parents else None
-        if not applied.duplicate and (row[1] if row else None) == parent:
+        _lock(workspace)
+        if not applied.duplicate and _project(workspace, decision, head, applied.parent):
             # The usual case: the database saw everything up to this commit's parent, so this
             # transition's own quest and effects are all that is missing.
-            fields = projection_fields(decision.quest, head)
-            if row is None:
-                Quest.objects.create(workspace=workspace, quest_id=decision.quest_id, **fields)
-            else:
-                Quest.objects.filter(pk=row[0]).update(**fields)
             inserted = _insert_operations(workspace, decision, head)
         else:
             # The database is behind Git (a crash after an earlier journal write) or another
@@ -181,6 +169,60 @@ def projection_fields(quest: QuestValue, head: str) -> dict:
     }
 
 
+def _lock(workspace: Workspace) -> None:
+    """One database writer per workspace at a time, so a projection never moves backwards and
+    the audit chain takes one entry at a time. SQLite has no row locks (Django's
+    select_for_update is a plain SELECT there): its writers queue for the database's write
+    lock at their first write."""
+    if connection.features.has_select_for_update:
+        with connection.cursor() as cursor:
+            cursor.execute(_statements(connection.vendor).lock, [workspace.pk])
+
+
+def _project(workspace: Workspace, decision, head: str, parent) -> bool:
+    """Move the quest's projection row to ``head`` if it is at ``parent`` (absent, for a
+    creation). False, and nothing written, when the row is elsewhere: the caller repairs."""
+    fields = projection_fields(decision.quest, head)
+    if parent is None:
+        if Quest.objects.filter(workspace=workspace, quest_id=decision.quest_id).exists():
+            return False
+        Quest.objects.create(workspace=workspace, quest_id=decision.quest_id, **fields)
+        return True
+    # One statement instead of a SELECT and an UPDATE: the condition on journal_head is the
+    # compare-and-swap. Written out rather than through a QuerySet, whose compiling costs more
+    # than the statement (~0.3 ms of ~0.4 ms on PostgreSQL here); each value is prepared by its
+    # model field, as the ORM would.
+    sql = _statements(connection.vendor, tuple(fields))
+    params = [f.get_db_prep_save(fields[f.name], connection) for f in sql.fields]
+    params += [workspace.pk, decision.quest_id, str(parent)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql.update, params)
+        return cursor.rowcount == 1
+
+
+class _Statements(NamedTuple):
+    lock: str
+    update: str
+    fields: list
+
+
+@functools.cache
+def _statements(vendor: str, names: tuple[str, ...] = ()) -> _Statements:
+    qn = connection.ops.quote_name
+    fields = [Quest._meta.get_field(name) for name in names]
+    where = " AND ".join(
+        f"{qn(Quest._meta.get_field(name).column)} = %s"
+        for name in ("workspace", "quest_id", "journal_head")
+    )
+    columns = ", ".join(f"{qn(f.column)} = %s" for f in fields)
+    ws = Workspace._meta
+    return _Statements(
+        lock=f"SELECT 1 FROM {qn(ws.db_table)} WHERE {qn(ws.pk.column)} = %s FOR UPDATE",
+        update=f"UPDATE {qn(Quest._meta.db_table)} SET {columns} WHERE {where}",
+        fields=fields,
+    )
+
+
 def _insert_operations(workspace: Workspace, decision, head: str) -> int:
     # Keys name the event, so a new transition's keys are new; ignore_conflicts covers a race.
     Operation.objects.bulk_create(
@@ -202,14 +244,18 @@ def _insert_operations(workspace: Workspace, decision, head: str) -> int:
 
 def _record_signal(workspace: Workspace, event: BaseEvent) -> None:
     signal = event.signal  # type: ignore[attr-defined]
-    Signal.objects.get_or_create(
-        workspace=workspace,
-        signal_id=signal.id,
-        defaults={
-            "fingerprint": signal.fingerprint,
-            "severity": str(signal.severity),
-            "title": signal.title,
-            "quest_id": event.quest,
-            "received_at": event.at,
-        },
+    # Kept as first seen: a signal id already recorded is left as it is (one statement).
+    Signal.objects.bulk_create(
+        [
+            Signal(
+                workspace=workspace,
+                signal_id=signal.id,
+                fingerprint=signal.fingerprint,
+                severity=str(signal.severity),
+                title=signal.title,
+                quest_id=event.quest,
+                received_at=event.at,
+            )
+        ],
+        ignore_conflicts=True,
     )

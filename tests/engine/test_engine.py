@@ -142,6 +142,22 @@ def test_after_a_crash_the_next_event_catches_the_database_up_by_itself(workspac
     assert not repair_workspace(workspace).changed
 
 
+def test_a_projection_at_another_head_is_not_overwritten_blindly_but_followed_to_git(workspace):
+    events = events_of("main-line.jsonl")
+    apply_all(workspace, events[:6])
+    # Someone (a stale writer, a hand edit) left the row at a head this commit does not build on.
+    Quest.objects.filter(quest_id="checkout-500").update(journal_head="0" * 40, state="sensed")
+    Operation.objects.filter(key__contains=":e006:").delete()
+    outcome = quest_apply(workspace, events[6])
+    row = Quest.objects.get(quest_id="checkout-500")
+    journal = Journal(workspace.repository)
+    assert row.journal_head == str(journal.head("checkout-500")) == str(outcome.applied.head)
+    assert row.state == str(journal.load("checkout-500")[0].state)
+    # The row's recorded head was unknown, so the whole journal was read: e006's rows are back.
+    assert Operation.objects.filter(key__contains=":e006:").exists()
+    assert not repair_workspace(workspace).changed
+
+
 def test_repair_never_touches_an_existing_ledger_row(workspace):
     apply_all(workspace, events_of("main-line.jsonl")[:10])
     Operation.objects.filter(key="checkout-500:1:run_proof:e008:0").update(

@@ -339,8 +339,17 @@ def test_a_writer_that_keeps_losing_takes_the_lock_and_wins(journal, monkeypatch
     monkeypatch.setattr(journal, "append", always_beaten)
     applied = apply(journal, story("comment_added", body="mine"), sleep=lambda _: None)
     assert applied.decision.accepted and applied.retries == 4  # LOCK_AFTER optimistic losses
+    assert applied.parent == journal.repo[applied.head].parent_ids[0]
     assert journal.load(QID)[0].comments == 5 and applied.head == journal.head(QID)
     assert replay_journal(journal, QID).matches
+
+
+def test_apply_says_which_head_an_accepted_event_was_appended_to(journal):
+    story = Story(QID)
+    created = apply(journal, story.signal())
+    assert created.parent is None
+    triaged = apply(journal, story("triage_decided", route="auto_fix", risk="low"))
+    assert triaged.parent == created.head == journal.repo[triaged.head].parent_ids[0]
 
 
 def test_a_redelivered_event_is_not_journaled_twice(journal):
