@@ -399,9 +399,18 @@ def run(records: int = 100_000, batch: int = 512, repeat: int = 3, echo: bool = 
         return Report([], records, mismatch, text)
     found = sum(len(parse_logs(b, PROTOBUF).candidates) for b in pb)
     assert found == records, (found, records)
+    # The workload is the benchmark's, not the request's: keep only the bodies, and take them
+    # out of the collector's sight, so no implementation pays for scanning the fixtures.
+    del data, chunks
+    gc.collect()
+    gc.freeze()
 
     def each(bodies: list[bytes], fn: Callable[[bytes], object]) -> Callable[[], None]:
-        return lambda: [fn(b) for b in bodies] and None
+        def loop() -> None:
+            for body in bodies:  # one request at a time, its result dropped, as a server does
+                fn(body)
+
+        return loop
 
     rows = [
         ("protobuf", OURS, _best(each(pb, lambda b: parse_logs(b, PROTOBUF)), repeat)),
@@ -423,6 +432,7 @@ def run(records: int = 100_000, batch: int = 512, repeat: int = 3, echo: bool = 
         ),
         ("json", JSON_BASE, _best(each(js, json.loads), repeat)),
     ]
+    gc.unfreeze()
     text = _table(rows, records, batch, sum(map(len, pb)), sum(map(len, js)))
     if echo:
         print(text)
