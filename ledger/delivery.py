@@ -32,7 +32,13 @@ from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.events import BaseEvent, event_to_dict, parse_event
 from ephyra.core.machine import REFUSED
-from ephyra.core.ports import EffectFailed, EffectRequest, EffectResult, retry_safe
+from ephyra.core.ports import (
+    ClaimLost,
+    EffectFailed,
+    EffectRequest,
+    EffectResult,
+    retry_safe,
+)
 from ledger import faults
 from ledger.audit import audit_append
 from ledger.inbound import RESOLVE
@@ -80,7 +86,7 @@ def fenced_apply(
     return outcome
 
 
-def _request(workspace: Workspace, op: Operation) -> EffectRequest:
+def _request(workspace: Workspace, op: Operation, fence: Fence | None = None) -> EffectRequest:
     return EffectRequest(
         key=op.key,
         type=EffectType(op.type),
@@ -88,7 +94,21 @@ def _request(workspace: Workspace, op: Operation) -> EffectRequest:
         quest_id=op.quest_id,
         payload=op.payload,
         attempt=op.attempts,
+        generation=fence.generation if fence else 0,
+        still_holder=(lambda: holds_claim(fence, op)) if fence else (lambda: True),
     )
+
+
+def holds_claim(fence: Fence, op: Operation) -> bool:
+    """Does this worker still hold its lease and its claim on ``op``?"""
+    try:
+        with transaction.atomic():
+            fence_check(fence)
+            return Operation.objects.filter(
+                pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
+            ).exists()
+    except LeaseLost:
+        return False
 
 
 def _result_outcome(result: EffectResult) -> dict:
@@ -178,10 +198,14 @@ def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
     """Deliver one claimed operation and feed its events back."""
     counts = Counts(delivered=1)
     adapter = effect_adapters()[EffectType(op.type)]
-    request = _request(workspace, op)
+    request = _request(workspace, op, fence)
     faults.reach("after_claim")
+    if not retry_safe(request.type) and not request.still_holder():
+        raise LeaseLost(f"{op.key}: the claim was lost before the write was sent")
     try:
         result = adapter.run(request)
+    except ClaimLost:
+        raise LeaseLost(f"{op.key}: the claim was lost before the write was sent") from None
     except EffectFailed as exc:
         result = EffectResult("failed", {"error": str(exc)})
     except Exception as exc:  # the adapter's own failure: what happened outside is unknown

@@ -8,6 +8,7 @@ recognise a request it has seen. Adapters live outside the core; ``ephyra/compos
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, Protocol
 
 from ephyra.core.effects import WRITE_EFFECTS, EffectType
@@ -21,6 +22,12 @@ class EffectRequest(NamedTuple):
     quest_id: str
     payload: dict[str, Any]
     attempt: int  # 1 for the first delivery
+    # The worker's lease generation: a fencing token for services that can check one.
+    generation: int = 0
+    # Asks the ledger, right before a write's request leaves, whether this worker still holds
+    # the claim. A worker frozen after its claim may wake when another has taken over; a write
+    # adapter calls this last, so the window for a stale write is the send itself.
+    still_holder: Callable[[], bool] = lambda: True
 
 
 class EffectResult(NamedTuple):
@@ -37,6 +44,10 @@ class EffectResult(NamedTuple):
 class EffectFailed(Exception):
     """The adapter knows the effect did not happen (refused before anything was sent, say).
     Any other exception from a write leaves its outcome unknown: ambiguous."""
+
+
+class ClaimLost(Exception):
+    """Raised by an adapter whose ``still_holder()`` said no: nothing was sent."""
 
 
 class EffectAdapter(Protocol):

@@ -4,7 +4,7 @@ tests/ledger/world.py instead, which keeps its record in a file that survives SI
 
 from __future__ import annotations
 
-from ephyra.core.ports import EffectFailed, EffectRequest, EffectResult
+from ephyra.core.ports import ClaimLost, EffectFailed, EffectRequest, EffectResult, retry_safe
 
 REQUESTS: list[EffectRequest] = []
 BEHAVIOUR: dict[str, str] = {}  # effect type -> "ok" | "raise" | "refuse"
@@ -19,6 +19,8 @@ def reset() -> None:
 
 class Recorder:
     def run(self, request: EffectRequest) -> EffectResult:
+        if not retry_safe(request.type) and not request.still_holder():
+            raise ClaimLost(request.key)  # as a write adapter must: ask last, then send
         REQUESTS.append(request)
         behaviour = BEHAVIOUR.get(request.type, "ok")
         if behaviour == "raise":

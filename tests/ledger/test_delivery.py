@@ -193,3 +193,20 @@ def test_a_refused_inbound_event_is_kept_with_its_reason(workspace):
     assert row.state == InboundEvent.State.REFUSED
     assert row.result["reason"]
     assert not Quest.objects.exists()
+
+
+def test_a_write_whose_claim_was_taken_over_is_not_sent(workspace, adapters):
+    drive(workspace, Story("q1"), "landing")
+    first = lease_acquire(workspace.pk, "w1")
+    land = Operation.objects.get(workspace=workspace, type="land")
+    assert delivery.claim(first, land)
+    Lease.objects.filter(pk=workspace.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    second = lease_acquire(workspace.pk, "w2")
+    assert second.generation == 2
+
+    with pytest.raises(LeaseLost, match="the claim was lost before the write was sent"):
+        delivery.deliver(first, workspace, land)  # w1 wakes up late with its old claim
+
+    assert not [r for r in adapters.REQUESTS if r.type == "land"]
+    land.refresh_from_db()
+    assert (land.state, land.owner) == (State.STARTED, "w1")  # w2's recovery settles it
