@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 
 from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
-from ephyra.core.ports import EffectFailed, EffectRequest, EffectResult, retry_safe
+from ephyra.core.ports import ClaimLost, EffectFailed, EffectRequest, EffectResult, retry_safe
 from journal.store import Journal
 from ledger import delivery
 from ledger.lease import Fence, LeaseLost, lease_acquire
@@ -65,6 +65,8 @@ class World:
     unknown: set[str] = set()  # keys whose check cannot tell
 
     def run(self, request: EffectRequest) -> EffectResult:
+        if not retry_safe(request.type) and not request.still_holder():
+            raise ClaimLost(request.key)  # a write adapter asks last, and sends nothing
         behaviour = self.behaviour.get(request.key, "ok")
         if behaviour == "refuse":
             raise EffectFailed("the world said no")
@@ -120,6 +122,8 @@ class LedgerMachine(RuleBasedStateMachine):
         self.owners = itertools.count(1)
         self.fence = self._acquire()
         self.stale: list[Fence] = []
+        # Claims a replaced worker still holds in memory: (its fence, its copy of the row).
+        self.in_flight: list[tuple[Fence, Operation]] = []
         self.last = self._rows()
 
     # --- helpers ---------------------------------------------------------------------------
@@ -197,6 +201,7 @@ class LedgerMachine(RuleBasedStateMachine):
             World.behaviour[self.model[i].key] = "ok"
             World().run(self._request(i))  # ... and died before recording the outcome
         World.unknown = {m.key for m in self.model if m.write} if unknown else set()
+        self.in_flight = [(self.fence, Operation.objects.get(pk=self.ops[i].pk)) for i in mine]
         Lease.objects.filter(pk=self.ws.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
         old, self.fence = self.fence, self._acquire()
         assert self.fence.generation == old.generation + 1
@@ -261,6 +266,20 @@ class LedgerMachine(RuleBasedStateMachine):
                 killed = Story(op.quest_id)("killed").model_copy(update={"id": f"{op.key[:8]}-k"})
                 delivery.fenced_apply(fence, self.ws, killed)
         assert (self._rows(), journal.head(op.quest_id), AuditEntry.objects.count()) == before
+
+    @precondition(lambda self: self.in_flight)
+    @rule(data=st.data())
+    def deliver_a_claim_another_worker_took_over(self, data) -> None:
+        """The replaced worker wakes and goes on with the claim it held: it must change nothing,
+        and a write must not be sent at all (reads may run again: they are safe to repeat)."""
+        fence, op = data.draw(st.sampled_from(self.in_flight))
+        self.in_flight.remove((fence, op))
+        before, runs = self._rows(), len(World.log)
+        with pytest.raises(LeaseLost):
+            delivery.deliver(fence, self.ws, op)
+        assert self._rows() == before
+        if not retry_safe(EffectType(op.type)):
+            assert len(World.log) == runs, f"{op.key} was sent on a lost claim"
 
     # --- invariants ------------------------------------------------------------------------
 

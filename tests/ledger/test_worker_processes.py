@@ -19,6 +19,11 @@ when it submits an event: the test proves the bell reaches the worker, not that 
    resumes it with its stale generation-1 fence. Its next write, recording the outcome it still
    holds, must be refused (``LeaseLost``, counted in ``Worker.refused``), and the snapshot must
    not change: nothing A wrote after losing the lease reaches the journal or the database.
+
+(c) The same race one step earlier: A is frozen after its claim and before its write is sent.
+B takes over, checks the write (absent: nothing left A) and delivers it. When A wakes, its
+adapter asks the ledger whether the claim still holds, right before sending (the
+``still_holder`` a write adapter calls last): it does not, so nothing is sent twice.
 """
 
 from __future__ import annotations
@@ -309,12 +314,6 @@ def test_only_the_lease_holder_writes_and_a_frozen_worker_is_refused_when_it_wak
     assert len(landed) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger/delivery.py deliver() calls the adapter on the strength of a claim made "
-    "earlier and never re-checks its fence before the call: a worker frozen between claim and "
-    "call wakes after the new holder checked the write absent and ran it, and runs it again",
-)
 def test_a_worker_frozen_between_its_claim_and_the_call_does_not_run_the_write_again(
     workspace, processes, tmp_path
 ):
@@ -332,11 +331,18 @@ def test_a_worker_frozen_between_its_claim_and_the_call_does_not_run_the_write_a
     assert wait_until(lambda: closed_by_now(workspace), 60), b.tail()
     checks = [e for e in world_entries(world_file) if e["key"] == land.key and e["kind"] == "check"]
     assert [(e["pid"], e["found"]) for e in checks] == [(b.pid, False)]
+    before = snapshot(workspace)
 
     gate.touch()
     os.kill(a.pid, signal.SIGCONT)
     assert wait_until(lambda: reported(a)["refused"] >= 1, 30), a.tail()
+    assert snapshot(workspace) == before
 
-    executions = [e for e in world_entries(world_file) if e["kind"] == "execution"]
-    # Fails today: A's stale claim sends the write a second time (pid A), after B's.
-    assert [e["pid"] for e in executions if e["key"] == land.key] == [b.pid]
+    # A's adapter asked whether its claim still held, right before sending: it did not.
+    entries = [e for e in world_entries(world_file) if e["key"] == land.key]
+    assert [(e["kind"], e["pid"]) for e in entries if e["kind"] != "gate"] == [
+        ("check", b.pid),
+        ("request", b.pid),
+        ("execution", b.pid),
+        ("withheld", a.pid),
+    ]

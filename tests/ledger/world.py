@@ -11,7 +11,9 @@ The world behaves like the real services behind each effect type:
 * reads and computations (agent steps, proofs, watches) deduplicate by key, as an idempotent API
   does: a repeated request is answered with the first answer and executes nothing again;
 * writes (``land``) do **not** deduplicate, so a blind retry of a write shows up as a second
-  execution; ``check`` looks the key up (found: the first answer again; not found: absent).
+  execution; ``check`` looks the key up (found: the first answer again; not found: absent);
+* as a write adapter must, it asks ``request.still_holder()`` last, right before a write is
+  sent, and sends nothing (``ClaimLost``, recorded as ``withheld``) when the claim was lost.
 
 ``EPHYRA_WORLD_GATE="<type>:<before|after>:<path>"`` makes this process wait until ``path``
 exists, before a request of that type leaves (``before``) or after the world executed it and
@@ -31,7 +33,13 @@ from typing import Any
 
 from ephyra.core.effects import EffectType
 from ephyra.core.events import event_to_dict, parse_event
-from ephyra.core.ports import EffectRequest, EffectResult, outcome_event_id, retry_safe
+from ephyra.core.ports import (
+    ClaimLost,
+    EffectRequest,
+    EffectResult,
+    outcome_event_id,
+    retry_safe,
+)
 
 FILE_VARIABLE = "EPHYRA_WORLD_FILE"
 GATE_VARIABLE = "EPHYRA_WORLD_GATE"
@@ -162,6 +170,10 @@ class World:
     def run(self, request: EffectRequest) -> EffectResult:
         kind = str(request.type)
         self._gate(kind, "before", request)
+        if not retry_safe(request.type) and not request.still_holder():
+            # As a write adapter must: ask the ledger last, and send nothing for a lost claim.
+            self._record("withheld", request, generation=request.generation)
+            raise ClaimLost(request.key)
         self._record("request", request, attempt=request.attempt)
         if retry_safe(request.type):
             first = _first_execution(request.key, self.path)
