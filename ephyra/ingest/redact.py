@@ -136,9 +136,12 @@ CHECKS: dict[str, Callable[[str, re.Match[str], str], bool]] = {
 _RUN_BYTES = bytes(
     0x61 if chr(i) in string.ascii_letters + string.digits + "+/=_-" else 0x20 for i in range(256)
 )
-_NOT_DIGIT_BYTES = bytes(i for i in range(256) if not 0x30 <= i <= 0x39)
+# Digits as "0", everything else as "x" but spaces and dashes, which go: a card number's digits
+# then stand together, and little else's do.
+_DIGIT_RUNS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
+_CARD_SEPARATORS = b" -"
 _DIGIT_SKELETON = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
-SCREENS = ("run", "digits", "ipv4", "colons")
+SCREENS = ("run", "digits", "ipv4", "colons")  # digits:N = N digits, spaces or dashes between
 
 
 def _parse_screen(name: str) -> tuple[str, int] | None:
@@ -275,7 +278,7 @@ class _Features:
         self._text = text
         self._raw: bytes | None = None
         self._run = -1
-        self._digits = -1
+        self._digits: bytes | None = None
         self._dotted = -1
 
     def _bytes(self) -> bytes:
@@ -290,9 +293,9 @@ class _Features:
                 self._run = 40 if b"a" * 40 in runs else 24 if b"a" * 24 in runs else 0
             return self._run >= arg
         if kind == "digits":
-            if self._digits < 0:
-                self._digits = len(self._bytes().translate(None, _NOT_DIGIT_BYTES))
-            return self._digits >= arg
+            if self._digits is None:
+                self._digits = self._bytes().translate(_DIGIT_RUNS, _CARD_SEPARATORS)
+            return b"0" * arg in self._digits
         if kind == "ipv4":  # three dots, each after a digit
             if self._dotted < 0:
                 self._dotted = self._bytes().translate(_DIGIT_SKELETON).count(b"0.")
