@@ -211,22 +211,34 @@ def _first_error_line(text: str, before: int) -> tuple[str, str]:
     return "", ""
 
 
-def _javascript(text: str) -> ParsedStack:
-    frames = []
-    first = -1
-    for offset, rest in _at_lines(text):
+_NOT_A_FRAME = Frame("", None, "", None, False)
+
+
+def _v8_frame(rest: str) -> Frame | None:
+    """``at <rest>``: ``f (file:line:col)``, ``file:line:col``, or a native/eval frame."""
+    key = ("v8", rest)
+    frame = _FRAME_CACHE.get(key)
+    if frame is None:
         if rest.endswith(")") and " (" in rest:
             cut = rest.index(" (")
             func, loc = rest[:cut], rest[cut + 2 : -1]
         else:
             func, loc = "", rest
-        if not _LOCATION.fullmatch(loc) and not loc.startswith(
-            ("eval at ", "<anonymous>", "native")
-        ):
+        is_frame = _LOCATION.fullmatch(loc) or loc.startswith(("eval at ", "<anonymous>", "native"))
+        frame = _remember(key, _js_frame(func, loc) if is_frame else _NOT_A_FRAME)
+    return None if frame is _NOT_A_FRAME else frame
+
+
+def _javascript(text: str) -> ParsedStack:
+    frames = []
+    first = -1
+    for offset, rest in _at_lines(text):
+        frame = _v8_frame(rest)
+        if frame is None:
             continue
         if first < 0:
             first = offset
-        frames.append(_js_frame(func, loc))
+        frames.append(frame)
     if not frames:
         gecko = list(_GECKO_FRAME.finditer(text))
         frames = [_js_frame(m["func"], m["loc"]) for m in gecko]
