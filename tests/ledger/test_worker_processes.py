@@ -24,6 +24,8 @@ when it submits an event: the test proves the bell reaches the worker, not that 
 B takes over, checks the write (absent: nothing left A) and delivers it. When A wakes, its
 adapter asks the ledger whether the claim still holds, right before sending (the
 ``still_holder`` a write adapter calls last): it does not, so nothing is sent twice.
+
+(d) On the embedded SQLite file a worker taking a lease waits while another process writes.
 """
 
 from __future__ import annotations
@@ -32,17 +34,19 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 
 from ephyra.celery import app
 from ephyra.core.proof import CheckResult
 from journal.store import Journal
 from ledger.inbound import submit_event
+from ledger.lease import lease_acquire
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation
 from ledger.worker import wait_until
 from quests.models import Quest, Workspace
@@ -346,3 +350,32 @@ def test_a_worker_frozen_between_its_claim_and_the_call_does_not_run_the_write_a
         ("execution", b.pid),
         ("withheld", a.pid),
     ]
+
+
+# --- (d) workers beside other writers of the embedded SQLite database ----------------------
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's own locking")
+@pytest.mark.xfail(
+    strict=True,
+    raises=OperationalError,
+    reason="ledger/lease.py lease_acquire opens a deferred transaction with a SELECT and then "
+    "writes: SQLite refuses to upgrade a read transaction while another connection writes "
+    "('database is locked' at once, no busy wait), so a worker taking a lease beside another "
+    "worker or a web request crashes. benchmarks/faults.py --parallel 3 hits it in most runs. "
+    "Fix: DATABASES OPTIONS transaction_mode=IMMEDIATE for SQLite (ephyra/environment.py), or "
+    "begin lease_acquire with a write, as fence_check does",
+)
+def test_taking_a_lease_waits_while_another_process_writes_the_sqlite_file(workspace):
+    other = sqlite3.connect(
+        connection.settings_dict["NAME"], timeout=0, isolation_level=None, check_same_thread=False
+    )
+    other.execute("BEGIN IMMEDIATE")  # another process in the middle of a write transaction
+    done = threading.Timer(0.5, other.rollback)
+    done.start()
+    try:
+        fence = lease_acquire(workspace.pk, "w1")  # must wait its turn, as any write does
+    finally:
+        done.join()
+        other.close()
+    assert fence is not None and fence.generation == 1
