@@ -107,6 +107,12 @@ def env_path(name: str, default: Path, *, env: Mapping[str, str] | None = None) 
     return Path(value).expanduser().resolve()
 
 
+# BEGIN IMMEDIATE: a transaction takes SQLite's write lock when it starts and waits for it (up to
+# the timeout). A deferred one that reads first and writes later cannot upgrade its lock while
+# another process writes, and fails at once with "database is locked" instead of waiting.
+SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+
+
 _ENGINES = {
     "postgres": "django.db.backends.postgresql",
     "postgresql": "django.db.backends.postgresql",
@@ -128,7 +134,7 @@ def parse_database_url(name: str, url: str) -> dict:
         path = unquote(parts.path)[1:]
         if parts.netloc or not path:
             raise ImproperlyConfigured(f"{name} must look like sqlite:////absolute/path.sqlite3")
-        return {"ENGINE": engine, "NAME": path, "OPTIONS": {"timeout": 20}}
+        return {"ENGINE": engine, "NAME": path, "OPTIONS": SQLITE_OPTIONS.copy()}
     database = unquote(parts.path.lstrip("/"))
     if not database:
         raise ImproperlyConfigured(f"{name} must name a database: postgres://host:5432/NAME")
@@ -154,7 +160,7 @@ def env_database(name: str, default_sqlite: Path, *, env: Mapping[str, str] | No
         return {
             "ENGINE": _ENGINES["sqlite"],
             "NAME": str(default_sqlite),
-            "OPTIONS": {"timeout": 20},
+            "OPTIONS": SQLITE_OPTIONS.copy(),
         }
     return parse_database_url(name, url)
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from ephyra.celery import app
 from ephyra.core.proof import CheckResult
@@ -356,16 +356,6 @@ def test_a_worker_frozen_between_its_claim_and_the_call_does_not_run_the_write_a
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's own locking")
-@pytest.mark.xfail(
-    strict=True,
-    raises=OperationalError,
-    reason="ledger/lease.py lease_acquire opens a deferred transaction with a SELECT and then "
-    "writes: SQLite refuses to upgrade a read transaction while another connection writes "
-    "('database is locked' at once, no busy wait), so a worker taking a lease beside another "
-    "worker or a web request crashes. benchmarks/faults.py --parallel 3 hits it in most runs. "
-    "Fix: DATABASES OPTIONS transaction_mode=IMMEDIATE for SQLite (ephyra/environment.py), or "
-    "begin lease_acquire with a write, as fence_check does",
-)
 def test_taking_a_lease_waits_while_another_process_writes_the_sqlite_file(workspace):
     other = sqlite3.connect(
         connection.settings_dict["NAME"], timeout=0, isolation_level=None, check_same_thread=False
