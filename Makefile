@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench replay-example clean
+.PHONY: run test lint bench soak replay-example clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/journal.py
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/effects.py
+	$(BIN)/python benchmarks/faults.py --runs 20
+
+# A thousand seeded runs of worker processes killed at every point of delivery (long).
+soak: $(STAMP)
+	$(BIN)/python benchmarks/faults.py --runs 1000
 
 replay-example: $(STAMP)
 	DEBUG=true $(BIN)/python manage.py replay docs/examples/main-line.jsonl

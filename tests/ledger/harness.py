@@ -130,6 +130,17 @@ class WorkerProcess:
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.err.read_text(errors="replace").splitlines()[-lines:])
 
+    def crash(self) -> str:
+        """The last error, with the frames of our own code that led to it."""
+        lines = self.err.read_text(errors="replace").splitlines()
+        start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")), default=0)
+        ours = [
+            line.strip()
+            for line in lines[start:]
+            if line.strip().startswith('File "') and "site-packages" not in line
+        ]
+        return " <- ".join([lines[-1] if lines else "(no output)", *reversed(ours)])
+
     def stop(self, sig: int = signal.SIGINT, timeout: float = 15.0) -> int:
         """Ask it to stop (it releases its lease), then kill it if it does not."""
         self.stopped = True
@@ -274,7 +285,7 @@ class _Run:
         if point is not None:
             self.result.kills[point] += 1
         elif code != 0 and not worker.stopped:
-            self.result.crashes.append(f"worker {worker.pid} exited {code}: {worker.tail(12)}")
+            self.result.crashes.append(f"worker {worker.pid} exited {code}: {worker.crash()}")
 
     def stop_worker(self) -> None:
         if self.worker is not None:
