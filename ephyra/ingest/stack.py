@@ -367,15 +367,15 @@ def _go_split(name: str) -> tuple[str, str]:
 
 
 def _go_frame(call: str, place: str) -> Frame | None:
-    key = ("go", call, place)
-    frame = _FRAME_CACHE.get(key)
-    if frame is not None:
-        return frame
     name = call.removeprefix("created by ")
     if " in goroutine " in name:
         name = name[: name.index(" in goroutine ")]
     if name.endswith(")") and "(" in name:
-        name = name[: name.rindex("(")]  # the arguments; a method's receiver parens stay
+        name = name[: name.rindex("(")]  # the arguments (addresses); the receiver's parens stay
+    key = ("go", name, place)  # without the arguments, so each call site is remembered once
+    frame = _FRAME_CACHE.get(key)
+    if frame is not None:
+        return frame
     file, _, line = place.strip().split(" +0x", 1)[0].rpartition(":")
     if not file or not line.isdigit() or not name:
         return None
