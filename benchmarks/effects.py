@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--effects", type=int, default=10_000)
     args = parser.parse_args(argv)
-    old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     try:
         report = run(Path(_DATA.name), args.effects)
     finally:

@@ -46,17 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-in", type=int, default=12, help="kill at 1 in N points reached")
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
     parser.add_argument(
-        "--parallel",
-        type=int,
-        help="runs at once, each in its own workspace (default: 3 on PostgreSQL, 1 on SQLite, "
-        "where two workers' writes can collide: tests/ledger/test_worker_processes.py (d))",
+        "--parallel", type=int, default=3, help="runs at once, each in its own workspace"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before stuck")
     args = parser.parse_args(argv)
-    if args.parallel is None:
-        args.parallel = 1 if connection.vendor == "sqlite" else 3
 
-    old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
+    # autoclobber: a test database an interrupted soak left behind is dropped, not asked about.
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     try:
         with tempfile.TemporaryDirectory(prefix="ephyra-faults-") as tmp:
             results = soak(Path(tmp), args)
@@ -95,8 +91,13 @@ def soak(tmp: Path, args: argparse.Namespace) -> list[RunResult]:
         return result
 
     seeds = range(args.seed, args.seed + args.runs)
-    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+    pool = ThreadPoolExecutor(max_workers=args.parallel)
+    try:
         list(pool.map(one, seeds))
+    except KeyboardInterrupt:
+        sys.stderr.write("  interrupted: finishing the runs in progress\n")
+    finally:
+        pool.shutdown(cancel_futures=True)
     took = time.monotonic() - started
     seconds = [result.seconds for result in results]
     print()

@@ -141,8 +141,10 @@ class WorkerProcess:
         ]
         return " <- ".join([lines[-1] if lines else "(no output)", *reversed(ours)])
 
-    def stop(self, sig: int = signal.SIGINT, timeout: float = 15.0) -> int:
-        """Ask it to stop (it releases its lease), then kill it if it does not."""
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Stop it, and kill it if it does not stop. SIGTERM, not SIGINT: a process started
+        from a background job inherits SIGINT ignored. A standalone worker dies at once (its
+        lease then expires); a Celery worker and tests/ledger/serve.py stop and release it."""
         self.stopped = True
         if self.alive():
             self.proc.send_signal(sig)
