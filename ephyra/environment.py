@@ -174,3 +174,18 @@ def env_broker(name: str, *, env: Mapping[str, str] | None = None) -> str | None
     if scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(f"{name} must be a redis:// or rediss:// URL, got {scheme!r}")
     return url
+
+
+def filesystem_broker(broker_dir: Path) -> dict:
+    """kombu's filesystem transport options with every folder under ``broker_dir`` (created):
+    left to itself kombu puts its control folder in the working directory."""
+    folders = {name: broker_dir / name for name in ("queue", "processed", "control")}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(folders["queue"]),
+        "data_folder_out": str(folders["queue"]),
+        "processed_folder": str(folders["processed"]),
+        "control_folder": str(folders["control"]),
+        "store_processed": False,
+    }

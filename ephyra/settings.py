@@ -17,6 +17,7 @@ from ephyra.environment import (
     env_mapping,
     env_path,
     env_secret,
+    filesystem_broker,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -110,17 +111,8 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": EPHYRA_VISIBILITY_TIMEOUT}
 else:
-    for folder in ("queue", "processed", "control"):
-        (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(BROKER_DIR / "queue"),
-        "data_folder_out": str(BROKER_DIR / "queue"),
-        "processed_folder": str(BROKER_DIR / "processed"),
-        # kombu's default is ./control, relative to wherever the worker was started.
-        "control_folder": str(BROKER_DIR / "control"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker(BROKER_DIR)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -44,6 +44,7 @@ from django.db import DatabaseError, connection, transaction
 
 from ephyra.celery import app
 from ephyra.core.proof import CheckResult
+from ephyra.environment import filesystem_broker
 from journal.store import Journal
 from ledger.inbound import submit_event
 from ledger.lease import lease_acquire
@@ -101,16 +102,8 @@ def broker(request, settings, tmp_path):
         url = django_settings.REDIS_URL
         options: dict = {"visibility_timeout": django_settings.EPHYRA_VISIBILITY_TIMEOUT}
     else:
-        folders = {name: data / "broker" / name for name in ("queue", "processed")}
-        for folder in folders.values():
-            folder.mkdir(parents=True)
         url = "filesystem://"
-        options = {
-            "data_folder_in": str(folders["queue"]),
-            "data_folder_out": str(folders["queue"]),
-            "processed_folder": str(folders["processed"]),
-            "store_processed": False,
-        }
+        options = filesystem_broker(data / "broker")  # as ephyra/settings.py builds it
     settings.EPHYRA_DOORBELL = True
     before = (app.conf.broker_url, app.conf.broker_transport_options)
     app.conf.update(broker_url=url, broker_transport_options=options)
