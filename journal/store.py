@@ -169,11 +169,24 @@ class Journal:
 
     def effects(self, oid: pygit2.Oid) -> list[dict[str, Any]]:
         """The effects a journal commit asked for (its ``effects.json``)."""
-        entries = self._entries(oid)
-        entry = entries.get(EFFECTS)
-        if entry is not None and entry[1] == _EMPTY_EFFECTS:
-            return []  # most transitions: no read
-        return json.loads(self._data(oid, entries, EFFECTS))
+        known = self._trees.get(oid)
+        if known is not None:
+            entry = known.get(EFFECTS)
+            if entry is not None and entry[1] == _EMPTY_EFFECTS:
+                return []
+            return json.loads(self._data(oid, known, EFFECTS))
+        try:  # one entry of the tree, not all of them (repair reads every commit this way)
+            blob = self.repo[oid].tree[EFFECTS]
+        except KeyError:
+            raise JournalError(f"commit {oid} has no {EFFECTS}: not a journal commit") from None
+        return [] if blob.id == _EMPTY_EFFECTS else json.loads(blob.data)  # type: ignore[attr-defined]
+
+    def quest_data(self, oid: pygit2.Oid) -> dict[str, Any]:
+        """``quest.json`` of a journal commit, parsed but not turned into a Quest."""
+        try:
+            return json.loads(self.repo[oid].tree[QUEST].data)  # type: ignore[attr-defined]
+        except KeyError:
+            raise JournalError(f"commit {oid} has no {QUEST}: not a journal commit") from None
 
     def history(self, quest_id: str) -> list[Entry]:
         """Every transition of the quest, oldest first."""

@@ -13,6 +13,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -115,7 +116,7 @@ def quest_apply(
     from quests.repair import repair_quest  # repair builds on this module's projection
 
     with transaction.atomic():
-        _lock(workspace)
+        lock_workspace(workspace)
         if not applied.duplicate and _project(workspace, decision, head, applied.parent):
             # The usual case: the database saw everything up to this commit's parent, so this
             # transition's own quest and effects are all that is missing.
@@ -150,26 +151,32 @@ def quest_apply(
 
 def projection_fields(quest: QuestValue, head: str) -> dict:
     """The projection row of a quest at a journal head: what repair compares field by field."""
+    return projection_of(quest.to_dict(), head)
+
+
+def projection_of(data: dict, head: str) -> dict:
+    """The projection row from a quest's JSON form (``Quest.to_dict()``, or ``quest.json`` as
+    read from the journal, which repair uses without building the Quest)."""
     return {
-        "state": str(quest.state),
-        "revision": quest.revision,
-        "route": quest.route or "",
-        "risk": quest.risk or "",
-        "fingerprint": quest.fingerprint,
-        "severity": str(quest.severity),
-        "title": quest.title,
-        "claim": quest.claim or "",
-        "resume_state": "" if quest.resume_state is None else str(quest.resume_state),
-        "park_reason": quest.park_reason or "",
-        "signal_count": quest.signal_count,
-        "created_at": quest.created_at,
-        "updated_at": quest.updated_at,
+        "state": str(data["state"]),
+        "revision": data["revision"],
+        "route": data["route"] or "",
+        "risk": data["risk"] or "",
+        "fingerprint": data["fingerprint"],
+        "severity": str(data["severity"]),
+        "title": data["title"],
+        "claim": data["claim"] or "",
+        "resume_state": str(data["resume_state"] or ""),
+        "park_reason": data["park_reason"] or "",
+        "signal_count": data["signal_count"],
+        "created_at": datetime.fromisoformat(data["created_at"]),
+        "updated_at": datetime.fromisoformat(data["updated_at"]),
         "journal_head": head,
-        "data": quest.to_dict(),
+        "data": data,
     }
 
 
-def _lock(workspace: Workspace) -> None:
+def lock_workspace(workspace: Workspace) -> None:
     """One database writer per workspace at a time, so a projection never moves backwards and
     the audit chain takes one entry at a time. SQLite has no row locks (Django's
     select_for_update is a plain SELECT there): its writers queue for the database's write
