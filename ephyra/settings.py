@@ -134,6 +134,28 @@ EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
 # Forge webhooks (intake/): the largest body taken; larger ones are refused with 413.
 EPHYRA_WEBHOOK_MAX_BYTES = env_int("EPHYRA_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=1024)
 EPHYRA_OTLP_MAX_BYTES = env_int("EPHYRA_OTLP_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+# OTLP throttling (intake/throttle.py): exports per ingest token per window, then 429 with
+# Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
+EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)
+EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
+
+# The cache holds the OTLP rate counters; they must be shared by every web process: Redis when
+# there is one, else files under the data directory (one host, several processes).
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "ephyra",
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "cache"),
+        }
+    }
 
 LOGGING = {
     "version": 1,

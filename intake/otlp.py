@@ -1,8 +1,9 @@
 """``POST /v1/logs`` and ``POST /v1/traces``: the OTLP/HTTP receiver (docs/otlp.md).
 
 The order of the checks is the contract: the method (405), the bearer token (401) before a
-byte of the body is read, the content type (415), the size before and after decompression
-(413), the body (400), then storage (503 with Retry-After when the database is unavailable).
+byte of the body is read, the token's rate limit (429 with Retry-After), the content type (415),
+the size before and after decompression (413), the body (400), then storage (503 with
+Retry-After when the database is unavailable).
 Every refusal stores nothing and answers a ``google.rpc.Status`` in the request's content type.
 """
 
@@ -33,13 +34,14 @@ from ephyra.ingest import (
     parse_traces,
 )
 from intake.otlp_services import signals_receive
+from intake.throttle import throttle_wait
 from intake.tokens import bearer, token_verify
 
 logger = logging.getLogger("ephyra.intake.otlp")
 RETRY_AFTER_SECONDS = 5
 _STATUS = {OtlpDecodeError: 400, UnsupportedMediaType: 415, PayloadTooLarge: 413}
 # google.rpc.Code for each answer (INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE, …).
-_CODE = {400: 3, 401: 16, 405: 12, 413: 8, 415: 3, 503: 14}
+_CODE = {400: 3, 401: 16, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14}
 
 
 def _answer_type(request: HttpRequest) -> str:
@@ -79,6 +81,17 @@ def _receive(request: HttpRequest, parse: Callable[[bytes, str], ParseResult]) -
         token = token_verify(bearer(request.headers.get("Authorization")))
         if token is None:
             return _status(request, 401, "a valid Authorization: Bearer <ingest token> is required")
+        wait = throttle_wait(token)
+        if wait is not None:
+            # OTLP/HTTP Throttling: 429 is retryable; the exporter waits Retry-After seconds.
+            logger.info("OTLP export throttled: ingest token %s is over its rate limit", token.pk)
+            return _status(
+                request,
+                429,
+                f"over the limit of {settings.EPHYRA_OTLP_RATE_LIMIT} exports per "
+                f"{settings.EPHYRA_OTLP_RATE_WINDOW} s for this token; retry in {wait} s",
+                **{"Retry-After": str(wait)},
+            )
         content_type = request.headers.get("Content-Type", "")
         limit = settings.EPHYRA_OTLP_MAX_BYTES
         try:
