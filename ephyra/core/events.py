@@ -132,6 +132,32 @@ class Landed(BaseEvent):
     commit: Sha
 
 
+class DeploymentObserved(BaseEvent):
+    """A deployment of ``commit`` to ``environment`` that contains the quest's landed commit
+    ``includes`` (the same commit, or an ancestor of it: the caller checks ancestry in the
+    repository; the machine only compares ``includes`` with what it landed)."""
+
+    type: Literal["deployment_observed"] = "deployment_observed"
+    commit: Sha
+    includes: Sha
+    environment: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ForgeCheck(BaseModel):
+    """One finished check of a forge's CI: a check run, a commit status or a pipeline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    passed: bool
+
+
+class ChecksReported(BaseEvent):
+    type: Literal["checks_reported"] = "checks_reported"
+    head: Sha
+    checks: tuple[ForgeCheck, ...] = Field(min_length=1, max_length=100)
+
+
 class WatchClean(BaseEvent):
     type: Literal["watch_clean"] = "watch_clean"
     summary: Text = ""
@@ -236,6 +262,8 @@ Event = Annotated[
     | ProbesRequested
     | BaseMoved
     | Landed
+    | DeploymentObserved
+    | ChecksReported
     | WatchClean
     | RegressionObserved
     | RollbackConfirmed

@@ -13,9 +13,18 @@ from typing import Any
 
 from ephyra.core import events as ev
 from ephyra.core.effects import EffectType
+from ephyra.core.lifecycle_ci import (
+    Outcome,
+    Spec,
+    checks_reported,
+    deployment_observed,
+    required_failing,
+    start_watch,
+    watch_started,
+)
 from ephyra.core.proof import binding_problem
 from ephyra.core.quest import CheckpointRecord, Quest, Usage
-from ephyra.core.rules import CheckpointMode, MachinePolicy
+from ephyra.core.rules import CheckpointMode, MachinePolicy, WatchStart
 from ephyra.core.states import (
     AGENT_STATES,
     CHECKPOINT_STATE,
@@ -29,8 +38,6 @@ from ephyra.core.states import (
 
 S = State
 E = EffectType
-Spec = tuple[EffectType, dict[str, Any]]
-Outcome = str | tuple[dict[str, Any], list[Spec]]
 
 
 # --- helpers the handlers share -------------------------------------------------------------
@@ -67,7 +74,7 @@ def _work_for(state: State, q: Quest, policy: MachinePolicy) -> list[Spec]:
     if state in CHECKPOINT_STATES:
         return [_checkpoint_request(STATE_CHECKPOINT[state], policy)]
     if state is S.WATCHING:
-        return [(E.START_WATCH, {"commit": q.landed_commit, "minutes": policy.watch_minutes})]
+        return [start_watch(q, policy)] if watch_started(q, policy) else []
     return []
 
 
@@ -229,6 +236,13 @@ def _checkpoint_decided(q: Quest, e: ev.CheckpointDecided, p: MachinePolicy) -> 
 
     if mode is CheckpointMode.SHADOW:
         return {"decisions": record(False, "shadow: recorded, not applied")}, []
+    if cp is Checkpoint.C and e.verdict == "approve":
+        failing = required_failing(q, p)
+        if failing:
+            # The forge's CI is the branch protection people know: a required check that
+            # failed on this very head holds C until it passes or the patch changes.
+            names = ", ".join(failing)
+            return f"required check {names} failed on the forge for {q.patch_head}; C waits"
     if auto is not None:
         if mode is CheckpointMode.BLOCKING:
             return f"checkpoint {cp} is blocking: it waits for a person, not a model"
@@ -294,10 +308,13 @@ def _landed(q: Quest, e: ev.Landed, p: MachinePolicy) -> Outcome:
         return f"only a landing quest can land; the quest is {q.state}"
     if q.approval_c is None or q.approval_c != q.proof_digest:
         return "landing needs a current C approval; it was invalidated"
+    watch = [(E.START_WATCH, {"commit": e.commit, "minutes": p.watch_minutes})]
+    if p.watch_from is WatchStart.DEPLOYMENT:
+        watch = []  # the window opens with deployment_observed
     return (
         {"state": S.WATCHING, "landed_commit": e.commit},
         [
-            (E.START_WATCH, {"commit": e.commit, "minutes": p.watch_minutes}),
+            *watch,
             (E.REGISTER_REGRESSION_PROBE, {"probe": q.probe, "fingerprint": q.fingerprint}),
             *_dependents(q, "landed"),
         ],
@@ -307,6 +324,9 @@ def _landed(q: Quest, e: ev.Landed, p: MachinePolicy) -> Outcome:
 def _watch_clean(q: Quest, e: ev.WatchClean, p: MachinePolicy) -> Outcome:
     if q.state is not S.WATCHING:
         return f"a watch ends clean only while watching; the quest is {q.state}"
+    if not watch_started(q, p):
+        # A window that never opened watched the old code, not the fix.
+        return f"the watch has not started: no deployment of {q.landed_commit} was observed"
     return {"state": S.CLOSED}, []
 
 
@@ -327,6 +347,11 @@ def _reset_for_new_revision(q: Quest) -> dict[str, Any]:
         "proof_attempts": 0,
         "approval_c": None,
         "landed_commit": None,
+        "deployed_commit": None,
+        "deployed_to": None,
+        "deployed_at": None,
+        "checks_head": None,
+        "failing_checks": (),
         "claim": None,
         "resume_state": None,
         "park_reason": None,
@@ -525,6 +550,8 @@ HANDLERS: dict[str, Handler] = {
     "probes_requested": _probes_requested,
     "base_moved": _base_moved,
     "landed": _landed,
+    "deployment_observed": deployment_observed,
+    "checks_reported": checks_reported,
     "watch_clean": _watch_clean,
     "regression_observed": _regression_observed,
     "rollback_confirmed": _rollback_confirmed,

@@ -93,6 +93,7 @@ _DURING_CLAIM = frozenset(
         "proof_completed",
         "proof_failed",
         "base_moved",
+        "checks_reported",
         "claimed",
     }
 )

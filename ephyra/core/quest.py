@@ -51,10 +51,17 @@ class Quest(NamedTuple):
     base: str | None = None
     patch_head: str | None = None
     landed_commit: str | None = None
+    # The deployment that carried the landed commit out (deployment_observed).
+    deployed_commit: str | None = None
+    deployed_to: str | None = None
+    deployed_at: datetime | None = None
     proof_attempts: int = 0
     proof_digest: str | None = None
     proof_pending: bool = False  # proof running for a human revision while a review is held
     approval_c: str | None = None  # the proof digest a C approval was given for
+    # The forge's CI on ``checks_head``: the names of the checks that failed there last.
+    checks_head: str | None = None
+    failing_checks: tuple[str, ...] = ()
     hypothesis: str = ""
     probe: str = ""
     plan: str = ""
@@ -94,11 +101,12 @@ class Quest(NamedTuple):
                 values[name] = State(values[name])
         for name in ("severity", "severity_floor"):
             values[name] = Severity(values[name])
-        for name in ("created_at", "updated_at", "muted_until"):
+        for name in ("created_at", "updated_at", "muted_until", "deployed_at"):
             if values.get(name) is not None:
                 values[name] = datetime.fromisoformat(values[name])
         values["decisions"] = tuple(CheckpointRecord(**d) for d in values.get("decisions", ()))
         values["children"] = tuple(values.get("children", ()))
+        values["failing_checks"] = tuple(values.get("failing_checks", ()))
         values["usage"] = Usage(**values.get("usage", {}))
         return cls(**values)
 

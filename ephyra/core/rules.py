@@ -20,6 +20,13 @@ class CheckpointMode(StrEnum):
     SHADOW = "shadow"  # every decision is recorded; the quest never advances from here
 
 
+class WatchStart(StrEnum):
+    """When the watch window of a landed quest opens."""
+
+    LANDING = "landing"  # seed: landing asks for start_watch (a plain-Git forge deploys on push)
+    DEPLOYMENT = "deployment"  # when a deployment containing the landed commit is observed
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointRule:
     mode: CheckpointMode = CheckpointMode.BLOCKING
@@ -45,6 +52,7 @@ class MachinePolicy:
     )
     mute_hours: int = 24
     watch_minutes: int = 30
+    watch_from: WatchStart = WatchStart.LANDING
 
     def rule(self, checkpoint: Checkpoint) -> CheckpointRule:
         return self.checkpoints.get(checkpoint) or _DEFAULT_RULE

@@ -18,6 +18,7 @@ S = State
 LANDED = "c" * 40
 NEW_BASE = "d" * 40
 NEW_HEAD = "e" * 40
+DEPLOYED = "f" * 40  # a later commit of the base branch, whose history holds LANDED
 HOLDER = "ann"
 OTHER = "bob"
 
@@ -211,6 +212,12 @@ SAMPLE_FIELDS: dict[str, Callable[[str], dict[str, Any]]] = {
     "probes_requested": lambda q: {"probes": ["p1"]},
     "base_moved": lambda q: {"base": NEW_BASE},
     "landed": lambda q: {"commit": LANDED},
+    "deployment_observed": lambda q: {
+        "commit": DEPLOYED,
+        "includes": LANDED,
+        "environment": "production",
+    },
+    "checks_reported": lambda q: {"head": HEAD, "checks": [{"name": "tests", "passed": False}]},
     "watch_clean": lambda q: {},
     "regression_observed": lambda q: {},
     "rollback_confirmed": lambda q: {},

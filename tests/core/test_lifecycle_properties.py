@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ephyra.core.effects import parse_effect_key
 from ephyra.core.machine import ABSORBED, ACCEPTED, REFUSED, decide, fold
-from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy
+from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy, WatchStart
 from ephyra.core.states import TERMINAL, Checkpoint, State
 from tests.core.story import BASE, HEAD, Story, bundle_for
 
@@ -18,6 +18,7 @@ MODEL = "judgement-jev/jev-1.14"
 
 POLICIES = [
     MachinePolicy(proof_attempts=2),
+    MachinePolicy(watch_from=WatchStart.DEPLOYMENT, required_checks={"low": ("tests",)}),
     MachinePolicy(
         checkpoints={
             Checkpoint.A: CheckpointRule(CheckpointMode.ADVISORY, {MODEL: 0.8}),
@@ -78,6 +79,20 @@ def _event(kind: str, story: Story, quest, draw):
         return story("proof_failed", reason="no patch")
     if kind == "base":
         return story("base_moved", base=draw(st.sampled_from([BASE, "e" * 40])))
+    if kind == "deployed":
+        landed = (quest.landed_commit if quest is not None else None) or "f" * 40
+        includes = draw(st.sampled_from([landed, landed, "e" * 40]))
+        return story(
+            "deployment_observed", commit="9" * 40, includes=includes, environment="production"
+        )
+    if kind == "checks":
+        head = (quest.patch_head if quest is not None else None) or HEAD
+        checks = [
+            {"name": draw(st.sampled_from(["tests", "lint"])), "passed": draw(st.booleans())}
+            for _ in range(draw(st.integers(1, 3)))
+        ]
+        head = draw(st.sampled_from([head, head, "c" * 40]))
+        return story("checks_reported", head=head, checks=checks)
     if kind == "revision":
         return story("human_revision", actor=actor, head=draw(st.sampled_from(HEADS)))
     if kind in {"claimed", "released", "resumed"}:
@@ -138,6 +153,8 @@ KINDS = [
     "usage",
     "probes",
     "signal",
+    "deployed",
+    "checks",
 ]
 # What usually comes next in each state: biasing the walk this way takes it deep into the
 # machine, while the uniform draws keep throwing events at states that must refuse them.
@@ -149,10 +166,10 @@ LIKELY = {
     State.REPRODUCING: ["reproduced", "reproduced", "unreproducible", "probes"],
     State.PLANNED: ["decide", "claimed"],
     State.PATCHING: ["patch"],
-    State.PROVING: ["proof", "proof", "proof_failed", "merge", "revision"],
-    State.READY: ["decide", "decide", "claimed", "revision", "base"],
-    State.LANDING: ["landed", "landed", "base", "revision"],
-    State.WATCHING: ["clean", "regression", "probes"],
+    State.PROVING: ["proof", "proof", "proof_failed", "merge", "revision", "checks"],
+    State.READY: ["decide", "decide", "claimed", "revision", "base", "checks"],
+    State.LANDING: ["landed", "landed", "base", "revision", "checks"],
+    State.WATCHING: ["clean", "regression", "probes", "deployed", "deployed"],
     State.CLOSED: ["reopen", "usage"],
     State.ROLLED_BACK: ["rollback"],
     State.PARKED: ["resumed"],
