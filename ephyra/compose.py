@@ -18,6 +18,10 @@ from ephyra.core.ports import EffectAdapter
 BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.RUN_TRIAGE: "quests.effects.TriageAdapter",
     EffectType.NOTIFY_INBOX: "quests.effects.NotifyInboxAdapter",
+    EffectType.MERGE_SIGNAL: "quests.effects.MergeSignalAdapter",
+    EffectType.MUTE_FINGERPRINT: "quests.effects.MuteFingerprintAdapter",
+    EffectType.DELIVER_CHILD_EVIDENCE: "quests.effects.DeliverChildEvidenceAdapter",
+    EffectType.RESUME_DEPENDENTS: "quests.effects.ResumeDependentsAdapter",
 }
 
 

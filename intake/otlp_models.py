@@ -28,11 +28,13 @@ class IngestToken(models.Model):
 
 class IngestedSignal(models.Model):
     """One error an OTLP export carried, redacted and fingerprinted, and the quest it went to
-    (``event`` says whether it opened the quest or was merged into it)."""
+    (``event`` says which route it took; ``docs/triage.md``)."""
 
     class Event(models.TextChoices):
-        SENSED = "signal_sensed"
+        SENSED = "signal_sensed"  # opened a quest (with ``parent``: a conflict child)
         MERGED = "signal_merged"
+        REOPENED = "regression_reopened"
+        MUTED = "muted"  # counted on its FingerprintMute; no quest event
 
     workspace = models.ForeignKey(
         "quests.Workspace", on_delete=models.CASCADE, related_name="ingested_signals"
@@ -42,7 +44,10 @@ class IngestedSignal(models.Model):
     )
     signal_id = models.CharField(max_length=128)
     quest_id = models.CharField(max_length=128)
-    event = models.CharField(max_length=16, choices=Event.choices)
+    event = models.CharField(max_length=24, choices=Event.choices)
+    parent = models.CharField(
+        max_length=128, blank=True, help_text="The quest whose patch this conflict child waits for."
+    )
     source = models.CharField(max_length=12)  # "log" or "span_event"
     severity = models.CharField(max_length=10)
     fingerprint = models.CharField(max_length=200)
@@ -57,6 +62,7 @@ class IngestedSignal(models.Model):
     trace_id = models.CharField(max_length=32, blank=True)
     span_id = models.CharField(max_length=16, blank=True)
     frames = models.JSONField(default=list)
+    paths = models.JSONField(default=list, help_text="Normalised paths of the in-app frames.")
     occurred_at = models.DateTimeField(null=True)
     received_at = models.DateTimeField()
 
@@ -72,3 +78,32 @@ class IngestedSignal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.signal_id} → {self.quest_id}"
+
+
+class FingerprintMute(models.Model):
+    """A fingerprint muted by a quest triaged ``ignore``: until ``until``, its signals are
+    stored and counted here instead of opening quests. One row per muting quest, so the
+    ``mute_fingerprint`` effect is idempotent and an expired mute stays as history."""
+
+    workspace = models.ForeignKey(
+        "quests.Workspace", on_delete=models.CASCADE, related_name="fingerprint_mutes"
+    )
+    quest_id = models.CharField(max_length=128)
+    fingerprint = models.CharField(max_length=200)
+    until = models.DateTimeField()
+    muted_signals = models.PositiveIntegerField(
+        default=0, help_text="Signals taken while the mute held."
+    )
+    last_signal_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "quest_id"], name="mute_unique_quest")
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "fingerprint", "until"], name="mute_fingerprint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint[:15]}… until {self.until:%Y-%m-%d %H:%M}"

@@ -1,27 +1,27 @@
 """What an accepted OTLP export becomes: ``IngestedSignal`` rows and quest events.
 
-A candidate whose fingerprint already has an open quest in the workspace (projected, or opened
-by an earlier export whose ``signal_sensed`` the worker has not applied yet) is merged into it;
-otherwise it opens a quest. Within one export, the first candidate of a fingerprint opens the
-quest and the rest merge. Ids are derived from the workspace, the fingerprint and the signal id,
-so an exporter's retry of the same bytes stores and submits nothing twice.
+``intake.triage.Router`` picks each candidate's route (muted, duplicate, conflict, regression
+or new; ``docs/triage.md``); this module stores the signal and submits the route's event.
+Within one export, the first candidate of a fingerprint opens (or reopens) the quest and the
+rest merge. Ids are derived from the workspace, the fingerprint and the signal id, so an
+exporter's retry of the same bytes stores, counts and submits nothing twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections import Counter
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F
 
-from ephyra.core.events import SignalMerged, SignalRef, SignalSensed
-from ephyra.core.states import TERMINAL
+from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, SignalRef, SignalSensed
 from ephyra.ingest import ParseResult, SignalCandidate
-from intake.otlp_models import IngestedSignal, IngestToken
+from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
+from intake.triage import Route, Router
 from ledger.inbound import submit_event
-from quests.models import Quest
 
 SOURCE = "otlp"
 
@@ -39,40 +39,42 @@ def quest_id(workspace_id: int, fingerprint: str, signal: str) -> str:
     return f"q-{_digest(workspace_id, fingerprint, signal, size=20)}"
 
 
-def _open_quests(workspace, fingerprints: Iterable[str]) -> dict[str, str]:
-    """fingerprint → the id of its oldest open quest, projected or still queued."""
-    fingerprints = set(fingerprints)
-    found: dict[str, str] = {}
-    projected = (
-        Quest.objects.filter(workspace=workspace, fingerprint__in=fingerprints)
-        .exclude(state__in=[s.value for s in TERMINAL])
-        .order_by("created_at", "pk")
-        .values_list("fingerprint", "quest_id")
-    )
-    for fingerprint, quest in projected:
-        found.setdefault(fingerprint, quest)
-    known = set(
-        Quest.objects.filter(workspace=workspace, fingerprint__in=fingerprints).values_list(
-            "quest_id", flat=True
-        )
-    )
-    queued = (
-        IngestedSignal.objects.filter(
-            workspace=workspace,
-            fingerprint__in=fingerprints - found.keys(),
-            event=IngestedSignal.Event.SENSED,
-        )
-        .exclude(quest_id__in=known)
-        .order_by("received_at", "pk")
-        .values_list("fingerprint", "quest_id")
-    )
-    for fingerprint, quest in queued:
-        found.setdefault(fingerprint, quest)
-    return found
-
-
 def _frames(candidate: SignalCandidate) -> list[dict]:
     return [dataclasses.asdict(frame) for frame in candidate.frames]
+
+
+def _event(workspace_id: int, route: Route, sid: str, ref: SignalRef, at: datetime):
+    """The quest event of a routed candidate, with its derived ids; None when muted."""
+    fingerprint = ref.fingerprint
+    if route.kind == "muted":
+        return None
+    if route.kind in {"new", "conflict"}:
+        return SignalSensed(
+            id=f"sensed-{_digest(workspace_id, fingerprint, sid)}",
+            quest=quest_id(workspace_id, fingerprint, sid),
+            at=at,
+            signal=ref,
+            parent=route.parent,
+        )
+    if route.kind == "reopen":
+        return RegressionReopened(
+            id=f"reopened-{_digest(workspace_id, fingerprint, sid)}",
+            quest=route.quest,
+            at=at,
+            signal=ref,
+        )
+    return SignalMerged(
+        id=f"merged-{_digest(workspace_id, fingerprint, sid)}", quest=route.quest, at=at, signal=ref
+    )
+
+
+_KIND = {
+    "muted": IngestedSignal.Event.MUTED,
+    "merge": IngestedSignal.Event.MERGED,
+    "conflict": IngestedSignal.Event.SENSED,
+    "reopen": IngestedSignal.Event.REOPENED,
+    "new": IngestedSignal.Event.SENSED,
+}
 
 
 def signals_receive(
@@ -81,14 +83,16 @@ def signals_receive(
     """Store the candidates of one export and submit their quest events, all or nothing."""
     workspace = token.workspace
     stored: list[IngestedSignal] = []
+    muted: Counter[str] = Counter()  # muting quest → signals counted in this export
     with transaction.atomic():
-        open_quests = _open_quests(workspace, (c.fingerprint for c in result.candidates))
+        router = Router(workspace, result.candidates, received_at)
         for index, candidate in enumerate(result.candidates):
             sid = signal_id(workspace.pk, body_digest, index, candidate)
             existing = IngestedSignal.objects.filter(workspace=workspace, signal_id=sid).first()
             if existing is not None:  # a retry of an export already taken
                 stored.append(existing)
-                open_quests.setdefault(candidate.fingerprint, existing.quest_id)
+                if existing.event != IngestedSignal.Event.MUTED:
+                    router.opened(candidate.fingerprint, existing.quest_id)
                 continue
             ref = SignalRef(
                 id=sid,
@@ -96,49 +100,56 @@ def signals_receive(
                 severity=candidate.severity,
                 title=candidate.title,
             )
-            quest = open_quests.get(candidate.fingerprint)
-            if quest is None:
-                quest = quest_id(workspace.pk, candidate.fingerprint, sid)
-                open_quests[candidate.fingerprint] = quest
-                kind = IngestedSignal.Event.SENSED
-                event = SignalSensed(
-                    id=f"sensed-{_digest(workspace.pk, candidate.fingerprint, sid)}",
-                    quest=quest,
-                    at=received_at,
-                    signal=ref,
-                )
-            else:
-                kind = IngestedSignal.Event.MERGED
-                event = SignalMerged(
-                    id=f"merged-{_digest(workspace.pk, candidate.fingerprint, sid)}",
-                    quest=quest,
-                    at=received_at,
-                    signal=ref,
-                )
-            stored.append(
-                IngestedSignal.objects.create(
-                    workspace=workspace,
-                    token=token,
-                    signal_id=sid,
-                    quest_id=quest,
-                    event=kind,
-                    source=candidate.source,
-                    severity=candidate.severity.value,
-                    fingerprint=candidate.fingerprint,
-                    fingerprint_version=candidate.fingerprint_version,
-                    title=candidate.title,
-                    culprit=candidate.culprit,
-                    exception_type=candidate.exception_type,
-                    message=candidate.message,
-                    service=candidate.service,
-                    service_version=candidate.service_version,
-                    environment=candidate.environment,
-                    trace_id=candidate.trace_id,
-                    span_id=candidate.span_id,
-                    frames=_frames(candidate),
-                    occurred_at=candidate.at,
-                    received_at=received_at,
-                )
-            )
-            submit_event(workspace, event, source=SOURCE)
+            route = router.route(candidate)
+            event: BaseEvent | None = _event(workspace.pk, route, sid, ref, received_at)
+            if event is None:
+                muted[route.quest] += 1
+            elif route.kind != "merge":
+                router.opened(candidate.fingerprint, event.quest)
+            stored.append(_store(token, candidate, sid, route, event, received_at))
+            if event is not None:
+                submit_event(workspace, event, source=SOURCE)
+        for quest, count in muted.items():
+            _count_muted(workspace, quest, router, count, received_at)
     return stored
+
+
+def _store(token, candidate, sid, route: Route, event, received_at) -> IngestedSignal:
+    return IngestedSignal.objects.create(
+        workspace=token.workspace,
+        token=token,
+        signal_id=sid,
+        quest_id=event.quest if event is not None else route.quest,
+        event=_KIND[route.kind],
+        parent=route.parent or "",
+        source=candidate.source,
+        severity=candidate.severity.value,
+        fingerprint=candidate.fingerprint,
+        fingerprint_version=candidate.fingerprint_version,
+        title=candidate.title,
+        culprit=candidate.culprit,
+        exception_type=candidate.exception_type,
+        message=candidate.message,
+        service=candidate.service,
+        service_version=candidate.service_version,
+        environment=candidate.environment,
+        trace_id=candidate.trace_id,
+        span_id=candidate.span_id,
+        frames=_frames(candidate),
+        paths=list(candidate.paths),
+        occurred_at=candidate.at,
+        received_at=received_at,
+    )
+
+
+def _count_muted(workspace, quest: str, router: Router, count: int, at: datetime) -> None:
+    """Add ``count`` to the mute of ``quest``. The row is the ``mute_fingerprint`` effect's;
+    when the worker has journalled the mute but not yet delivered the effect, it is made here
+    from the quest's own ``muted_until`` and the effect's delivery then finds it."""
+    fingerprint, until = router.mute_of(quest)
+    mute, _ = FingerprintMute.objects.get_or_create(
+        workspace=workspace, quest_id=quest, defaults={"fingerprint": fingerprint, "until": until}
+    )
+    FingerprintMute.objects.filter(pk=mute.pk).update(
+        muted_signals=F("muted_signals") + count, last_signal_at=at
+    )
