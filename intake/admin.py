@@ -1,8 +1,10 @@
 from django import forms
 from django.contrib import admin
+from django.utils import timezone
 
 from intake.credentials import validate_reference
 from intake.models import Hook, IngestedSignal, IngestToken, ReviewLink, WebhookDelivery
+from intake.otlp_models import FingerprintMute
 
 
 class HookForm(forms.ModelForm):
@@ -85,9 +87,45 @@ class IngestTokenAdmin(admin.ModelAdmin):
 class IngestedSignalAdmin(admin.ModelAdmin):
     """Read-only: what the OTLP exports carried, already redacted."""
 
-    list_display = ("signal_id", "workspace", "event", "quest_id", "severity", "received_at")
+    list_display = (
+        "signal_id",
+        "workspace",
+        "event",
+        "quest_id",
+        "parent",
+        "severity",
+        "received_at",
+    )
     list_filter = ("event", "severity", "workspace")
-    search_fields = ("signal_id", "quest_id", "fingerprint", "title")
+    search_fields = ("signal_id", "quest_id", "parent", "fingerprint", "title")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(FingerprintMute)
+class FingerprintMuteAdmin(admin.ModelAdmin):
+    """Read-only: a mute is made by triage (route ``ignore``) and counted by intake."""
+
+    list_display = (
+        "fingerprint",
+        "workspace",
+        "quest_id",
+        "until",
+        "holds",
+        "muted_signals",
+        "last_signal_at",
+    )
+    list_filter = ("workspace",)
+    search_fields = ("fingerprint", "quest_id")
+    ordering = ("-until",)
+
+    @admin.display(boolean=True, description="holds now")
+    def holds(self, mute: FingerprintMute) -> bool:
+        return mute.until > timezone.now()
 
     def has_change_permission(self, request, obj=None):
         return False
