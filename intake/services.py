@@ -5,20 +5,27 @@ asks ``ephyra.forge.webhooks`` for the quest events, and in one transaction stor
 row and hands the events to the inbound queue, which the workspace's worker applies through the
 engine. The unique delivery id, not a read before the write, is what makes a redelivery count
 once, even when two copies race.
+
+Free text a forge sends (a comment, a check's name, a ref, an environment, a reason that quotes
+an event name) is redacted with the OTLP signals' rules before any of it reaches the inbound
+queue, the delivery row, the journal or a log line: a person pasting a token into a pull
+request comment must not put it in the quest's history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
 
-from ephyra.forge import signatures
+from ephyra.forge import ancestry, signatures
 from ephyra.forge.facts import CheckResult, Comment, Deployment, Fact, Ignored, Ping, Push, Review
 from ephyra.forge.webhooks import (
     SCHEMES,
@@ -28,6 +35,7 @@ from ephyra.forge.webhooks import (
     quest_events,
     selection,
 )
+from ephyra.ingest.redact import redact
 from intake.credentials import validate_reference
 from intake.models import Hook, ReviewLink, WebhookDelivery
 from ledger.inbound import submit_event
@@ -99,6 +107,39 @@ def _linked(hook: Hook, fact: Fact) -> list[str]:
     )
 
 
+def _redact_any(value):
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_any(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_any(v) for v in value]
+    return value
+
+
+def _redacted(fact: Fact) -> Fact:
+    """``fact`` with every free-text field redacted (shas, numbers and logins are kept: they
+    are what ties the fact to a quest and to a person)."""
+    if isinstance(fact, Comment):
+        return dataclasses.replace(fact, body=redact(fact.body))
+    if isinstance(fact, Ignored):
+        return Ignored(redact(fact.reason))
+    if isinstance(fact, Push):
+        return dataclasses.replace(fact, ref=redact(fact.ref))
+    if isinstance(fact, Review):
+        return dataclasses.replace(fact, action=redact(fact.action))
+    if isinstance(fact, Deployment):
+        return dataclasses.replace(fact, environment=redact(fact.environment))
+    if isinstance(fact, CheckResult):
+        return dataclasses.replace(
+            fact,
+            name=redact(fact.name),
+            conclusion=redact(fact.conclusion),
+            details=_redact_any(fact.details),
+        )
+    return fact
+
+
 def _details(fact: Fact) -> dict:
     if isinstance(fact, Ignored):
         return {"reason": fact.reason}
@@ -114,7 +155,12 @@ def _details(fact: Fact) -> dict:
             "head": fact.head,
         }
     if isinstance(fact, Deployment):
-        return {"sha": fact.sha, "environment": fact.environment, "at": _iso(fact.at)}
+        return {
+            "sha": fact.sha,
+            "environment": fact.environment,
+            "production": fact.to_production,
+            "at": _iso(fact.at),
+        }
     if isinstance(fact, CheckResult):
         return {
             "sha": fact.sha,
@@ -136,10 +182,18 @@ def delivery_receive(
     """Store the delivery and submit its quest events, once per delivery id."""
     workspace = hook.workspace
     scheme = SCHEMES[hook.kind]
-    fact = for_workspace(fact, workspace.base_branch)
+    event = redact(event)  # a header the forge chose: it is stored and logged
+    fact = _redacted(for_workspace(fact, workspace.base_branch))
     quests = _load_quests(workspace, fact, _linked(hook, fact))
+    # Whether a deployed commit carries a landed one is a question for the repository mirror.
+    contains = partial(ancestry.contains, workspace.repository)
     events = quest_events(
-        fact, quests, prefix=scheme.prefix, delivery=delivery_id, received_at=received_at
+        fact,
+        quests,
+        prefix=scheme.prefix,
+        delivery=delivery_id,
+        received_at=received_at,
+        contains=contains,
     )
     if events:
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("accepted", len(events))
@@ -148,7 +202,7 @@ def delivery_receive(
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("processed")
         about = []
     elif isinstance(fact, Deployment | CheckResult | Review):
-        about = concerned(fact, quests)
+        about = concerned(fact, quests, contains)
         if isinstance(fact, Review) and not about:
             outcome = WebhookDelivery.Outcome.IGNORED
             receipt = Receipt("ignored", reason="the pull request names no quest of this workspace")

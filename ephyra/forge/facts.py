@@ -20,6 +20,8 @@ _IDENT = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 QUEST_MARKER = re.compile(rf"<!--\s*ephyra:quest=({_IDENT})\s*-->")
 QUEST_BRANCH = re.compile(rf"^(?:refs/heads/)?ephyra/({_IDENT})$")
 ZERO_SHA = re.compile(r"^0+$")
+# An environment the forge gives no tier for is production when it is named so.
+PRODUCTION_NAMES = frozenset({"production", "prod"})
 
 CommitSha = Annotated[str, Field(pattern=r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")]
 
@@ -133,12 +135,21 @@ class Review:
 
 @dataclass(frozen=True)
 class Deployment:
-    """A successful deployment of ``sha`` (GitLab may give only its first eight digits)."""
+    """A successful deployment of ``sha`` (GitLab may give only its first eight digits).
+    ``production`` is what the forge says of the environment (GitHub's
+    ``production_environment``, GitLab's ``environment_tier``), None when it says nothing."""
 
     sha: str
     environment: str
     actor: str
     at: datetime | None
+    production: bool | None = None
+
+    @property
+    def to_production(self) -> bool:
+        if self.production is not None:
+            return self.production
+        return self.environment.strip().lower() in PRODUCTION_NAMES
 
 
 @dataclass(frozen=True)

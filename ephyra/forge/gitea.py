@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ephyra.forge.facts import (
     ZERO_SHA,
+    CheckResult,
     Comment,
     CommitSha,
     Fact,
@@ -96,6 +97,19 @@ class PullRequestEvent(_Model):
     sender: User | None = None
 
 
+class StatusEvent(_Model):
+    """A commit status (``status``, Gitea's CommitStatusPayload): what Gitea Actions and an
+    outside CI report on a commit."""
+
+    sha: CommitSha
+    state: str
+    context: str
+    updated_at: ForgeTime | None = None
+    created_at: ForgeTime | None = None
+    target_url: str | None = None
+    sender: User | None = None
+
+
 def _push(kind: str, p: PushEvent) -> Fact:
     if ZERO_SHA.match(p.after):
         return Ignored(f"{p.ref} was deleted")
@@ -127,8 +141,17 @@ def _pull_request(kind: str, p: PullRequestEvent) -> Fact:
     )
 
 
+def _status(kind: str, p: StatusEvent) -> Fact:
+    if p.state == "pending":
+        return Ignored("commit status pending: only final statuses are recorded")
+    details = {"url": p.target_url} if p.target_url else {}
+    who = actor(kind, p.sender.name if p.sender else None)
+    return CheckResult(p.sha, p.context, p.state, who, p.updated_at or p.created_at, details)
+
+
 _HANDLERS = {
     "push": (PushEvent, _push),
+    "status": (StatusEvent, _status),
     "issue_comment": (IssueCommentEvent, _issue_comment),
     "pull_request": (PullRequestEvent, _pull_request),
 }

@@ -110,6 +110,7 @@ class DeploymentStatus(_Model):
 class DeploymentRecord(_Model):
     sha: CommitSha
     environment: str = ""
+    production_environment: bool | None = None
 
 
 class DeploymentStatusEvent(_Model):
@@ -197,7 +198,11 @@ def _deployment_status(p: DeploymentStatusEvent) -> Fact:
         return Ignored(f"deployment {status.state}: only successful deployments are recorded")
     environment = status.environment or p.deployment.environment
     return Deployment(
-        p.deployment.sha, environment, actor(KIND, _login(p.sender)), status.created_at
+        p.deployment.sha,
+        environment,
+        actor(KIND, _login(p.sender)),
+        status.created_at,
+        p.deployment.production_environment,
     )
 
 

@@ -109,6 +109,7 @@ class DeploymentHook(_Model):
     status: str
     status_changed_at: ForgeTime | None = None
     environment: str
+    environment_tier: str | None = None  # GitLab 15.x+: production, staging, testing, …
     short_sha: str = Field(pattern=r"^[0-9a-f]{4,64}$")
     commit_url: str | None = None
     user: User | None = None
@@ -174,7 +175,8 @@ def _deployment(p: DeploymentHook) -> Fact:
     # The payload names the full commit only inside commit_url; short_sha is its prefix.
     full = _FULL_SHA.search(p.commit_url or "")
     sha = full.group(1) if full and full.group(1).startswith(p.short_sha) else p.short_sha
-    return Deployment(sha, p.environment, actor(KIND, _login(p.user)), p.status_changed_at)
+    tier = None if p.environment_tier is None else p.environment_tier == "production"
+    return Deployment(sha, p.environment, actor(KIND, _login(p.user)), p.status_changed_at, tier)
 
 
 def _pipeline(p: PipelineHook) -> Fact:

@@ -9,12 +9,19 @@ which quest events it becomes. Event ids are ``<prefix>-<delivery id>-<n>`` (``g
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ephyra.core.events import BaseEvent, BaseMoved, CommentAdded
+from ephyra.core.events import (
+    BaseEvent,
+    BaseMoved,
+    ChecksReported,
+    CommentAdded,
+    DeploymentObserved,
+    ForgeCheck,
+)
 from ephyra.core.states import TERMINAL, State
 from ephyra.forge import gitea, github, gitlab
 from ephyra.forge.facts import (
@@ -116,6 +123,7 @@ class OpenQuest:
     base: str | None = None
     patch_head: str | None = None
     landed_commit: str | None = None
+    deployed_commit: str | None = None
     resume_state: State | None = None
 
     @classmethod
@@ -127,6 +135,7 @@ class OpenQuest:
             base=data.get("base"),
             patch_head=data.get("patch_head"),
             landed_commit=data.get("landed_commit"),
+            deployed_commit=data.get("deployed_commit"),
             resume_state=State(resume) if resume else None,
         )
 
@@ -180,19 +189,48 @@ def selection(fact: Fact, linked: Iterable[str] = ()) -> Selection:
     return Selection()
 
 
-def concerned(fact: Fact, quests: Iterable[OpenQuest]) -> list[str]:
+# What a forge's conclusion says of the patch. Anything else (neutral, skipped, cancelled, a
+# warning, stale) says neither: it is recorded and decides nothing.
+PASSED = frozenset({"success"})
+FAILED = frozenset(
+    {"failure", "failed", "error", "timed_out", "action_required", "startup_failure"}
+)
+# The states in which the machine takes checks_reported (ephyra.core.lifecycle_ci).
+CHECKED_STATES = frozenset({State.PROVING, State.READY, State.LANDING, *_HELD})
+
+Contains = Callable[[str, str], bool | None]
+"""``contains(deployed, landed)``: whether the deployed commit's history holds the landed one;
+None when the repository cannot tell (a commit it does not have)."""
+
+
+def _no_ancestry(deployed: str, landed: str) -> bool | None:
+    return None
+
+
+def deployed_landing(
+    fact: Deployment, quest: OpenQuest, contains: Contains = _no_ancestry
+) -> tuple[str, str] | None:
+    """``(deployed commit, landed commit)`` when ``fact`` carries ``quest``'s landed commit out:
+    the same commit, or (as ``contains`` finds in the repository) a later one."""
+    landed = quest.landed_commit
+    if quest.state is not State.WATCHING or not landed:
+        return None
+    if landed == fact.sha:
+        return landed, landed
+    if len(fact.sha) < len(landed):
+        # GitLab may name only a prefix of the commit; eight hex digits are unambiguous enough
+        # among the few quests that are watching, and the event then names the full commit.
+        return (landed, landed) if landed.startswith(fact.sha) else None
+    return (fact.sha, landed) if contains(fact.sha, landed) else None
+
+
+def concerned(
+    fact: Fact, quests: Iterable[OpenQuest], contains: Contains = _no_ancestry
+) -> list[str]:
     """The ids of the quests a recorded fact is about, sorted: a deployment of a quest's landed
     commit, a check on its patch head, a review naming it."""
     if isinstance(fact, Deployment):
-        # GitLab may name only a prefix of the commit; eight hex digits are unambiguous enough
-        # among the few quests that are watching.
-        return sorted(
-            q.id
-            for q in quests
-            if q.state is State.WATCHING
-            and q.landed_commit
-            and q.landed_commit.startswith(fact.sha)
-        )
+        return sorted(q.id for q in quests if deployed_landing(fact, q, contains))
     if isinstance(fact, CheckResult):
         return sorted(q.id for q in quests if q.patch_head == fact.sha)
     if isinstance(fact, Review):
@@ -211,15 +249,60 @@ def quest_events(
     prefix: str,
     delivery: str,
     received_at: datetime,
+    contains: Contains = _no_ancestry,
 ) -> list[BaseEvent]:
     """The quest events ``fact`` becomes, in quest-id order so the numbering is stable.
 
     - a push to the base branch → ``base_moved`` for each quest whose base matters, except a
       landing quest whose own patch the push carries (that is its landing, not a move);
-    - a new comment → ``comment_added`` on each active quest it is tied to.
+    - a new comment → ``comment_added`` on each active quest it is tied to;
+    - a successful production deployment → ``deployment_observed`` on each watching quest whose
+      landed commit it carries and that has seen no deployment yet;
+    - a check that passed or failed → ``checks_reported`` on each quest whose patch head it
+      ran on, while that patch is proving, ready or landing (or held or parked there).
     Everything else becomes no quest event (see ``concerned`` for what is recorded).
     """
     ordered = sorted(quests, key=lambda q: q.id)
+    if isinstance(fact, Deployment):
+        if not fact.to_production:
+            return []
+        found = [
+            (q, hit)
+            for q in ordered
+            if q.deployed_commit is None and (hit := deployed_landing(fact, q, contains))
+        ]
+        return [
+            DeploymentObserved(
+                id=event_id(prefix, delivery, n),
+                quest=q.id,
+                at=fact.at or received_at,
+                actor=fact.actor,
+                commit=commit,
+                includes=landed,
+                environment=fact.environment[:200] or "production",
+            )
+            for n, (q, (commit, landed)) in enumerate(found)
+        ]
+    if isinstance(fact, CheckResult):
+        if fact.conclusion not in PASSED | FAILED:
+            return []
+        check = ForgeCheck(name=fact.name[:200] or "check", passed=fact.conclusion in PASSED)
+        targets = [
+            q
+            for q in ordered
+            if q.patch_head == fact.sha and q.landed_commit is None and q.state in CHECKED_STATES
+        ]
+        return [
+            ChecksReported(
+                id=event_id(prefix, delivery, n),
+                quest=q.id,
+                at=fact.at or received_at,
+                actor=fact.actor,
+                head=fact.sha,
+                checks=(check,),
+            )
+            for n, q in enumerate(targets)
+        ]
     if isinstance(fact, Push):
         pushed = {*fact.commits, fact.after}
         targets = [

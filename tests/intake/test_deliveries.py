@@ -251,7 +251,7 @@ def _gitea_signature(body: bytes) -> str:
     ("kind", "event", "forge_fixture"),
     [("github", "deployment_status", "github"), ("gitlab", "Deployment Hook", "gitlab")],
 )
-def test_a_successful_deployment_of_a_landed_commit_is_recorded_for_its_quest(
+def test_a_production_deployment_of_a_landed_commit_is_observed_by_its_quest(
     client, workspace, quests, kind, event, forge_fixture
 ):
     quests.watching("checkout-500", commit=LANDED)
@@ -262,30 +262,88 @@ def test_a_successful_deployment_of_a_landed_commit_is_recorded_for_its_quest(
         event,
         fixture_bytes(forge_fixture, "deployment" if kind == "gitlab" else "deployment_status"),
     )
+    assert (response.status_code, response.json()) == (202, {"status": "accepted", "events": 1})
+    row = WebhookDelivery.objects.get()
+    assert (row.outcome, row.events, row.quests) == ("processed", 1, ["checkout-500"])
+    assert row.details["sha"] == LANDED and row.details["environment"] == "production"
+    (queued,) = inbound(workspace)
+    assert (queued.type, queued.payload["commit"], queued.payload["includes"]) == (
+        "deployment_observed",
+        LANDED,
+        LANDED,
+    )
+    (decision,) = apply_inbound(workspace)
+    assert decision.accepted and decision.state.value == "watching"
+    data = Quest.objects.get(workspace=workspace, quest_id="checkout-500").data
+    assert (data["deployed_commit"], data["deployed_to"]) == (LANDED, "production")
+
+
+def test_a_staging_deployment_is_recorded_and_watched_by_no_quest(client, workspace, quests):
+    quests.watching("checkout-500", commit=LANDED)
+    payload = fixture("gitlab", "deployment")
+    payload |= {"environment": "production-eu", "environment_tier": "staging"}
+    response = deliver(client, "gitlab", "Deployment Hook", payload)
     assert (response.status_code, response.json()) == (200, {"status": "recorded"})
     row = WebhookDelivery.objects.get()
-    assert (row.outcome, row.events, row.quests) == ("recorded", 0, ["checkout-500"])
-    assert row.details["sha"] == LANDED and row.details["environment"] == "production"
-    # The lifecycle has no event for "deployed": the watch started when the quest landed.
+    assert (row.quests, row.details["production"]) == (["checkout-500"], False)
     assert inbound(workspace) == []
 
 
+def test_a_second_deployment_of_the_same_commit_is_recorded_not_observed_again(
+    client, workspace, quests
+):
+    quests.watching("checkout-500", commit=LANDED)
+    body = fixture_bytes("github", "deployment_status")
+    assert deliver(client, "github", "deployment_status", body, delivery="d-1").status_code == 202
+    apply_inbound(workspace)
+    again = deliver(client, "github", "deployment_status", body, delivery="d-2")
+    assert (again.status_code, again.json()) == (200, {"status": "recorded"})
+    assert [row.event_id for row in inbound(workspace)] == ["gh-d-1-0"]
+
+
 @pytest.mark.parametrize(
-    ("kind", "event", "name", "conclusion"),
+    ("kind", "event", "name", "conclusion", "check", "passed"),
     [
-        ("github", "check_run", "check_run", "success"),
-        ("gitlab", "Pipeline Hook", "pipeline", "failed"),
+        ("github", "check_run", "check_run", "success", "tests (3.11)", True),
+        ("github", "status", "status", "failure", "ci/tests", False),
+        ("gitlab", "Pipeline Hook", "pipeline", "failed", "pipeline", False),
+        ("gitea", "status", "status", "failure", "ci / tests (push)", False),
+        ("forgejo", "status", "status", "failure", "ci / tests (push)", False),
     ],
 )
-def test_a_check_result_on_a_quests_patch_is_recorded(
-    client, workspace, quests, kind, event, name, conclusion
+def test_a_check_result_on_a_quests_patch_is_reported_to_it(
+    client, workspace, quests, kind, event, name, conclusion, check, passed
 ):
     quests.ready("checkout-500", head=PATCH)
-    response = deliver(client, kind, event, fixture_bytes(kind, name))
-    assert (response.status_code, response.json()) == (200, {"status": "recorded"})
+    forge_fixture = "gitea" if kind == "forgejo" else kind
+    response = deliver(client, kind, event, fixture_bytes(forge_fixture, name))
+    assert (response.status_code, response.json()) == (202, {"status": "accepted", "events": 1})
     row = WebhookDelivery.objects.get()
     assert row.quests == ["checkout-500"]
     assert (row.details["sha"], row.details["conclusion"]) == (PATCH, conclusion)
+    (queued,) = inbound(workspace)
+    assert queued.type == "checks_reported"
+    assert queued.payload["checks"] == [{"name": check, "passed": passed}]
+    (decision,) = apply_inbound(workspace)
+    assert decision.accepted
+    data = Quest.objects.get(workspace=workspace, quest_id="checkout-500").data
+    assert data["failing_checks"] == ([] if passed else [check])
+
+
+def test_a_check_that_says_neither_pass_nor_fail_is_recorded_only(client, workspace, quests):
+    quests.ready("checkout-500", head=PATCH)
+    payload = fixture("github", "check_run")
+    payload["check_run"]["conclusion"] = "skipped"
+    response = deliver(client, "github", "check_run", payload)
+    assert (response.status_code, response.json()) == (200, {"status": "recorded"})
+    assert WebhookDelivery.objects.get().details["conclusion"] == "skipped"
+    assert inbound(workspace) == []
+
+
+def test_a_check_on_a_landed_quests_old_patch_is_recorded_only(client, workspace, quests):
+    quests.watching("checkout-500", commit=LANDED)
+    response = deliver(client, "github", "check_run", fixture_bytes("github", "check_run"))
+    assert (response.status_code, response.json()) == (200, {"status": "recorded"})
     assert inbound(workspace) == []
 
 

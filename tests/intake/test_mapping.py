@@ -6,7 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ephyra.core.events import BaseMoved, CommentAdded
+from ephyra.core.events import (
+    BaseMoved,
+    ChecksReported,
+    CommentAdded,
+    DeploymentObserved,
+    ForgeCheck,
+)
 from ephyra.core.states import State
 from ephyra.forge.facts import (
     CheckResult,
@@ -117,7 +123,7 @@ def test_a_gitlab_merge_request_note_names_the_quest_of_its_source_branch():
 def test_a_gitlab_deployment_names_the_full_commit_from_its_url():
     fact = parse_delivery("gitlab", "Deployment Hook", fixture("gitlab", "deployment"))
     assert fact == Deployment(
-        LANDED, "production", "gitlab:root", datetime(2026, 12, 2, 15, 50, tzinfo=UTC)
+        LANDED, "production", "gitlab:root", datetime(2026, 12, 2, 15, 50, tzinfo=UTC), True
     )
 
 
@@ -274,14 +280,121 @@ def test_a_deployment_concerns_the_watching_quest_that_landed_its_commit():
         quest("w2", "watching", landed_commit="d" * 40),
     ]
     assert concerned(fact, quests) == ["w1"]
-    assert events_of(fact, quests) == []  # no event of the lifecycle starts a watch on deploy
+    (event,) = events_of(fact, quests)
+    # A prefix names the commit the quest landed; the event names it whole.
+    assert (type(event), event.quest, event.commit, event.includes, event.at) == (
+        DeploymentObserved,
+        "w1",
+        LANDED,
+        LANDED,
+        NOW,
+    )
+
+
+LATER = "e1" * 20  # a commit of the base branch after LANDED
+
+
+def deployments_of(fact, quests, contains):
+    return quest_events(
+        fact, quests, prefix="gh", delivery="d-1", received_at=NOW, contains=contains
+    )
+
+
+def test_a_deployment_of_a_later_commit_carries_the_landed_one_when_the_repository_says_so():
+    fact = Deployment(LATER, "production", "github:octocat", NOW, True)
+    quests = [quest("w1", "watching", landed_commit=LANDED)]
+    asked = []
+
+    def contains(deployed, landed):
+        asked.append((deployed, landed))
+        return True
+
+    (event,) = deployments_of(fact, quests, contains)
+    assert (event.commit, event.includes) == (LATER, LANDED)
+    assert asked == [(LATER, LANDED)]
+    assert deployments_of(fact, quests, lambda d, landed: False) == []
+    assert deployments_of(fact, quests, lambda d, landed: None) == []  # the mirror cannot tell
+
+
+def test_a_deployment_is_observed_once_per_quest_and_only_in_production():
+    quests = [
+        quest("seen", "watching", landed_commit=LANDED, deployed_commit=LANDED),
+        quest("new", "watching", landed_commit=LANDED),
+    ]
+    prod = Deployment(LANDED, "production", "github:octocat", NOW)
+    assert [e.quest for e in events_of(prod, quests)] == ["new"]
+    for not_prod in (
+        Deployment(LANDED, "staging", "github:octocat", NOW),
+        Deployment(LANDED, "production", "gitlab:root", NOW, False),  # the forge's tier says so
+    ):
+        assert events_of(not_prod, quests) == []
+    assert events_of(Deployment(LANDED, "eu-1", "github:octocat", NOW, True), quests)
 
 
 def test_a_check_result_concerns_the_quests_whose_patch_it_ran_on():
     fact = CheckResult(PATCH, "tests", "success", "github:octocat", None)
     quests = [quest("p", "proving", patch_head=PATCH), quest("o", "ready", patch_head="e" * 40)]
     assert concerned(fact, quests) == ["p"]
-    assert events_of(fact, quests) == []
+    (event,) = events_of(fact, quests)
+    assert (type(event), event.quest, event.head, event.checks, event.at) == (
+        ChecksReported,
+        "p",
+        PATCH,
+        (ForgeCheck(name="tests", passed=True),),
+        NOW,
+    )
+
+
+@pytest.mark.parametrize(
+    ("conclusion", "passed"),
+    [
+        ("success", True),
+        ("failure", False),
+        ("failed", False),
+        ("error", False),
+        ("timed_out", False),
+        ("action_required", False),
+        ("neutral", None),
+        ("skipped", None),
+        ("cancelled", None),
+        ("canceled", None),
+        ("stale", None),
+        ("warning", None),
+    ],
+)
+def test_a_forges_conclusion_passes_fails_or_says_nothing(conclusion, passed):
+    fact = CheckResult(PATCH, "tests", conclusion, "github:octocat", None)
+    events = events_of(fact, [quest("p", "ready", patch_head=PATCH)])
+    assert [e.checks[0].passed for e in events] == ([] if passed is None else [passed])
+
+
+@pytest.mark.parametrize(
+    "open_quest",
+    [
+        quest("patching", "patching", patch_head=PATCH),  # a new head is on its way
+        quest("watching", "watching", patch_head=PATCH, landed_commit=LANDED),
+        quest("other-head", "ready", patch_head="e" * 40),
+    ],
+)
+def test_a_check_reaches_no_quest_it_decides_nothing_for(open_quest):
+    fact = CheckResult(PATCH, "tests", "failure", "github:octocat", None)
+    assert events_of(fact, [open_quest]) == []
+
+
+def test_a_gitea_commit_status_is_a_check_result():
+    fact = parse_delivery("gitea", "status", fixture("gitea", "status"))
+    assert fact == CheckResult(
+        PATCH,
+        "ci / tests (push)",
+        "failure",
+        "gitea:gitea-actions",
+        datetime(2026, 12, 2, 14, 46, 31, tzinfo=UTC),
+        {"url": "https://gitea.example.com/acme/shop/actions/runs/57/jobs/0"},
+    )
+    pending = fixture("gitea", "status") | {"state": "pending"}
+    assert parse_delivery("forgejo", "status", pending) == Ignored(
+        "commit status pending: only final statuses are recorded"
+    )
 
 
 def test_a_github_commit_status_is_a_check_result_once_it_is_final():
