@@ -430,3 +430,26 @@ def test_the_error_of_a_closed_quest_reopens_it_and_a_second_one_merges(
     assert (str(reopened.state), reopened.revision, reopened.signal_count) == ("researching", 2, 3)
     assert reopened.patch_head is None  # the new revision starts over
     assert Quest.objects.filter(workspace=workspace).count() == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ledger/delivery.py is_current supersedes resume_dependents once the parent moved on "
+    "from watching (closed before the effect was delivered): the child stays parked",
+)
+def test_a_child_resumes_even_when_its_parent_closes_before_resume_dependents_is_delivered(
+    client, token, workspace, worker, patch
+):
+    parent = parent_in_proof(client, token, workspace, worker, patch)
+    send(client, token, CART, "'sku-1'")
+    worker.step()
+    child = IngestedSignal.objects.get(fingerprint=fingerprint_of(CART)).quest_id
+    assert quest(workspace, parent.id).children == (child,)
+    story = Story(parent.id)
+    story.n = 200
+    approve = story("checkpoint_decided", checkpoint="C", verdict="approve", actor="ann")
+    for event in (approve, story("landed", commit=LANDED), story("watch_clean", summary="ok")):
+        submit_event(workspace, event, source="test")
+    worker.step()  # all three are applied before the effects are delivered
+    assert str(quest(workspace, parent.id).state) == "closed"
+    assert str(quest(workspace, child).state) == "triaged"
