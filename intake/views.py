@@ -21,6 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ephyra.forge import signatures
 from ephyra.forge.facts import PayloadInvalid
 from ephyra.forge.webhooks import DELIVERY_ID, SCHEMES, Scheme, parse_delivery
+from ephyra.ingest.redact import redact
 from intake.credentials import SecretUnavailable, read_secret
 from intake.models import Hook
 from intake.services import delivery_receive
@@ -149,7 +150,8 @@ def receive(request: HttpRequest, kind: str, slug: str) -> JsonResponse:
     try:
         return _receive(request, hook, scheme)
     except Refusal as refusal:
-        logger.warning("%s delivery to %s refused: %s", kind, slug, refusal.message)
+        # A refusal may quote what the request sent (its content type); the log gets it redacted.
+        logger.warning("%s delivery to %s refused: %s", kind, slug, redact(refusal.message))
         return JsonResponse({"error": refusal.message}, status=refusal.status)
 
 

@@ -92,3 +92,28 @@ def test_a_secret_in_a_file_is_read_on_every_delivery(client, workspace, tmp_pat
     response = deliver(client, "github", "ping", body, delivery="p-3", secret="rotated-secret")
     assert response.status_code == 200
     assert SECRET not in database_text()
+
+
+def test_a_refusal_logs_nothing_secret_the_request_carried(client, workspace, hooks, caplog):
+    token = "ghp_r2d4x9qk7lmn3pv8st1wy6zb0cf5hj2km4nq"  # the content type is read lower-cased
+    caplog.set_level(logging.DEBUG)
+    body = fixture_bytes("github", "push")
+    response = deliver(client, "github", "push", body, content_type=f"text/{token}")
+    assert response.status_code == 415
+    assert "refused: unsupported content type" in caplog.text
+    assert token not in caplog.text
+    assert token not in database_text()
+
+
+def test_an_event_name_shaped_like_a_token_is_stored_and_logged_redacted(
+    client, workspace, hooks, caplog
+):
+    token = "ghp_R2d4x9Qk7LmN3pV8sT1wY6zB0cF5hJ2kM4nQ"
+    caplog.set_level(logging.DEBUG)
+    response = deliver(client, "github", token, {"zen": "Keep it logically awesome."})
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ignored",
+        "reason": "GitHub event '[redacted:github-token]' is not one Ephyra acts on",
+    }
+    assert token not in database_text() and token not in caplog.text
