@@ -119,14 +119,21 @@ def _result_outcome(result: EffectResult) -> dict:
     }
 
 
-def is_current(workspace: Workspace, op: Operation) -> tuple[bool, str]:
+_UNREAD = object()
+
+
+def is_current(
+    workspace: Workspace, op: Operation, row: tuple[str, str] | object | None = _UNREAD
+) -> tuple[bool, str]:
     """Does the quest still ask for this effect? Yes while it has not changed state since the
-    transition that asked: a later state (killed, revised, parked) supersedes the request."""
-    row = (
-        Quest.objects.filter(workspace=workspace, quest_id=op.quest_id)
-        .values_list("journal_head", "state")
-        .first()
-    )
+    transition that asked: a later state (killed, revised, parked) supersedes the request.
+    ``row`` is the quest's (journal head, state) when the caller read it already."""
+    if row is _UNREAD:
+        row = (
+            Quest.objects.filter(workspace=workspace, quest_id=op.quest_id)
+            .values_list("journal_head", "state")
+            .first()
+        )
     if row is None:
         return False, "the quest has no projection"
     head, state = row
@@ -140,6 +147,15 @@ def is_current(workspace: Workspace, op: Operation) -> tuple[bool, str]:
         if str(oid) == op.journal_commit:
             return True, ""
     return False, f"the quest moved on to {state} since it asked"
+
+
+def heads(workspace: Workspace, ops: list[Operation]) -> dict[str, tuple[str, str]]:
+    """(journal head, state) of the quests of ``ops``, in one query, for ``is_current``."""
+    rows = Quest.objects.filter(workspace=workspace, quest_id__in={op.quest_id for op in ops})
+    return {
+        quest: (head, state)
+        for quest, head, state in rows.values_list("quest_id", "journal_head", "state")
+    }
 
 
 def claim(fence: Fence, op: Operation) -> bool:
@@ -218,6 +234,99 @@ def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
     faults.reach("after_outcome")
     counts.events = feed_back(fence, workspace, op)
     return counts
+
+
+def claim_batch(fence: Fence, ops: list[Operation]) -> list[Operation]:
+    """Claim several retry-safe operations in one fenced transaction: one commit, not one per
+    effect. Only reads and computations go this way: a crash after the claim sends them back to
+    pending, and their adapters deduplicate by key. A write is claimed alone (``claim``), so it
+    is checked against its claim right before it is sent."""
+    if not ops:
+        return []
+    now = timezone.now()
+    pks = [op.pk for op in ops]
+    with transaction.atomic():
+        fence_check(fence)
+        Operation.objects.filter(pk__in=pks, state=State.PENDING).update(
+            state=State.STARTED,
+            owner=fence.owner,
+            generation=fence.generation,
+            attempts=F("attempts") + 1,
+            started_at=now,
+            updated_at=now,
+        )
+        # The started time tells this claim from an older one of the same owner and generation.
+        taken = dict(
+            Operation.objects.filter(
+                pk__in=pks,
+                state=State.STARTED,
+                owner=fence.owner,
+                generation=fence.generation,
+                started_at=now,
+            ).values_list("pk", "attempts")
+        )
+    claimed = []
+    for op in ops:
+        if op.pk in taken:
+            op.state, op.owner, op.generation = State.STARTED, fence.owner, fence.generation
+            op.attempts, op.started_at, op.updated_at = taken[op.pk], now, now
+            claimed.append(op)
+    return claimed
+
+
+def deliver_batch(fence: Fence, workspace: Workspace, ops: list[Operation]) -> Counts:
+    """Deliver claimed retry-safe operations: call each adapter, record the outcomes in one
+    fenced transaction, then feed their events back one by one."""
+    counts = Counts()
+    results: list[tuple[Operation, EffectResult]] = []
+    for op in ops:
+        adapter = effect_adapters()[EffectType(op.type)]
+        faults.reach("after_claim")
+        try:
+            result = adapter.run(_request(workspace, op, fence))
+        except ClaimLost:
+            raise LeaseLost(f"{op.key}: the claim was lost") from None
+        except EffectFailed as exc:
+            result = EffectResult("failed", {"error": str(exc)})
+        except Exception as exc:
+            log.warning("effect %s raised", op.key, exc_info=True)
+            counts.add(_after_exception(fence, op, f"{type(exc).__name__}: {exc}"))
+            continue
+        faults.reach("after_call")
+        results.append((op, result))
+    recorded = _finish_many(fence, results)
+    for op, result in recorded:
+        counts.delivered += 1
+        setattr(counts, result.status, getattr(counts, result.status) + 1)
+        faults.reach("after_outcome")
+        counts.events += feed_back(fence, workspace, op)
+    return counts
+
+
+def _finish_many(
+    fence: Fence, results: list[tuple[Operation, EffectResult]]
+) -> list[tuple[Operation, EffectResult]]:
+    """Record succeeded or failed outcomes of this worker's claims, in one transaction."""
+    if not results:
+        return []
+    done = []
+    with transaction.atomic():
+        fence_check(fence)
+        now = timezone.now()
+        for op, result in results:
+            changes = {
+                "state": result.status,
+                "outcome": _result_outcome(result),
+                "finished_at": now,
+                "updated_at": now,
+            }
+            if Operation.objects.filter(
+                pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
+            ).update(**changes):
+                for name, value in changes.items():
+                    setattr(op, name, value)
+                done.append((op, result))
+    return done
 
 
 def _after_exception(fence: Fence, op: Operation, error: str) -> Counts:

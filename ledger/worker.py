@@ -20,6 +20,8 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from ephyra.compose import effect_adapters
+from ephyra.core.effects import EffectType
+from ephyra.core.ports import retry_safe
 from ledger import delivery
 from ledger.delivery import Counts
 from ledger.lease import (
@@ -37,6 +39,7 @@ from quests.repair import repair_workspace
 
 log = logging.getLogger(__name__)
 BATCH = 200
+CLAIM_BATCH = 100  # reads claimed together; a crash sends at most this many back to pending
 
 
 class Worker:
@@ -181,16 +184,46 @@ class Worker:
                 type__in=types,
                 due_at__lte=timezone.now(),
             ).order_by("id")[:BATCH]
-            for op in due:
-                current, why = delivery.is_current(workspace, op)
-                if not current:
-                    delivery.supersede(fence, op, why)
-                    self.counts.superseded += 1
-                elif delivery.claim(fence, op):
-                    self.counts.add(delivery.deliver(fence, workspace, op))
-                did += 1
+            due = list(due)
+            did += len(due)
+            self.deliver(fence, workspace, due)
             if not did:
                 return
+
+    def deliver(self, fence: Fence, workspace: Workspace, due: list[Operation]) -> None:
+        """Deliver in ledger order: runs of reads and computations together (one claim and one
+        outcome transaction a run), every write alone. A run holds one operation per quest, and
+        a quest whose events were fed back is read again: whether its next operation is still
+        current is judged after the earlier one's outcome moved it, as one at a time would."""
+        heads = delivery.heads(workspace, due)
+        run: list[Operation] = []
+        moved: set[str] = set()
+
+        def flush() -> None:
+            for start in range(0, len(run), CLAIM_BATCH):
+                claimed = delivery.claim_batch(fence, run[start : start + CLAIM_BATCH])
+                self.counts.add(delivery.deliver_batch(fence, workspace, claimed))
+            moved.update(op.quest_id for op in run)
+            run.clear()
+
+        for op in due:
+            if any(other.quest_id == op.quest_id for other in run):
+                flush()
+            if op.quest_id in moved:
+                current, why = delivery.is_current(workspace, op)
+            else:
+                current, why = delivery.is_current(workspace, op, heads.get(op.quest_id))
+            if not current:
+                delivery.supersede(fence, op, why)
+                self.counts.superseded += 1
+            elif retry_safe(EffectType(op.type)):
+                run.append(op)
+            else:
+                flush()
+                if delivery.claim(fence, op):
+                    self.counts.add(delivery.deliver(fence, workspace, op))
+                moved.add(op.quest_id)
+        flush()
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
