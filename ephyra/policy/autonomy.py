@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy
+from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy, WatchStart
 from ephyra.core.states import Checkpoint, Severity
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("default.yaml")
@@ -77,6 +77,9 @@ class TriagePolicy(_Strict):
 
 
 class WatchPolicy(_Strict):
+    # landing: the window opens when the quest lands; deployment: when a forge reports a
+    # production deployment that carries the landed commit (docs/lifecycle.md).
+    starts: WatchStart = WatchStart.LANDING
     minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
     min_events: int = Field(default=20, ge=0)
     max_error_rate_ratio: float = Field(default=1.5, ge=1.0)
@@ -112,6 +115,7 @@ class AutonomyPolicy(_Strict):
             ),
             mute_hours=self.triage.mute_hours,
             watch_minutes=self.watch.minutes,
+            watch_from=self.watch.starts,
         )
 
 
