@@ -9,8 +9,11 @@ that list, so it invalidates nothing; it holds an approval not yet given). docs/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from ephyra.core.events import EVENT_TYPES
 from ephyra.core.machine import decide, fold
 from ephyra.core.quest import Quest
 from ephyra.core.rules import MachinePolicy, WatchStart
@@ -316,3 +319,9 @@ def test_folding_a_history_with_both_events_gives_the_same_decisions_twice():
     assert first.first_invalid is None
     assert first.quest.state is S.CLOSED
     assert [d.to_dict() for d in first.decisions] == [d.to_dict() for d in second.decisions]
+
+
+def test_every_event_type_is_documented_with_its_fields():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text("utf-8")
+    missing = [t for t in sorted(EVENT_TYPES) if f"**`{t}`**" not in text]
+    assert missing == []
