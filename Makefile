@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/journal.py
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/ingest_http.py
 	$(BIN)/python benchmarks/effects.py
 	$(BIN)/python benchmarks/faults.py --runs 20
 
