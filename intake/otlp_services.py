@@ -82,13 +82,20 @@ def signals_receive(
 ) -> list[IngestedSignal]:
     """Store the candidates of one export and submit their quest events, all or nothing."""
     workspace = token.workspace
+    candidates = result.candidates
+    ids = [signal_id(workspace.pk, body_digest, i, c) for i, c in enumerate(candidates)]
     stored: list[IngestedSignal] = []
+    new: list[IngestedSignal] = []
+    events: list[BaseEvent] = []
     muted: Counter[str] = Counter()  # muting quest → signals counted in this export
     with transaction.atomic():
-        router = Router(workspace, result.candidates, received_at)
-        for index, candidate in enumerate(result.candidates):
-            sid = signal_id(workspace.pk, body_digest, index, candidate)
-            existing = IngestedSignal.objects.filter(workspace=workspace, signal_id=sid).first()
+        taken = {
+            row.signal_id: row
+            for row in IngestedSignal.objects.filter(workspace=workspace, signal_id__in=ids)
+        }
+        router = Router(workspace, candidates, received_at)
+        for sid, candidate in zip(ids, candidates, strict=True):
+            existing = taken.get(sid)
             if existing is not None:  # a retry of an export already taken
                 stored.append(existing)
                 if existing.event != IngestedSignal.Event.MUTED:
@@ -101,21 +108,26 @@ def signals_receive(
                 title=candidate.title,
             )
             route = router.route(candidate)
-            event: BaseEvent | None = _event(workspace.pk, route, sid, ref, received_at)
+            event = _event(workspace.pk, route, sid, ref, received_at)
             if event is None:
                 muted[route.quest] += 1
-            elif route.kind != "merge":
-                router.opened(candidate.fingerprint, event.quest)
-            stored.append(_store(token, candidate, sid, route, event, received_at))
-            if event is not None:
-                submit_event(workspace, event, source=SOURCE)
+            else:
+                events.append(event)
+                if route.kind != "merge":
+                    router.opened(candidate.fingerprint, event.quest)
+            row = _row(token, candidate, sid, route, event, received_at)
+            stored.append(row)
+            new.append(row)
+        IngestedSignal.objects.bulk_create(new)
+        for event in events:
+            submit_event(workspace, event, source=SOURCE)
         for quest, count in muted.items():
             _count_muted(workspace, quest, router, count, received_at)
     return stored
 
 
-def _store(token, candidate, sid, route: Route, event, received_at) -> IngestedSignal:
-    return IngestedSignal.objects.create(
+def _row(token, candidate, sid, route: Route, event, received_at) -> IngestedSignal:
+    return IngestedSignal(
         workspace=token.workspace,
         token=token,
         signal_id=sid,

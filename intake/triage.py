@@ -48,16 +48,83 @@ class _Patch:
 
 
 class Router:
-    """The routes of one export's candidates, from one read of the workspace's state."""
+    """The routes of one export's candidates, from one read of the workspace's state: the
+    quests of the export's fingerprints in one query, their mutes in another, and the queued
+    quests of fingerprints that have no open one (usually one or two more)."""
 
     def __init__(self, workspace, candidates: list[SignalCandidate], now: datetime) -> None:
         self.workspace = workspace
         self.now = now
         fingerprints = {c.fingerprint for c in candidates}
-        self.mutes = _mutes(workspace, fingerprints, now)
-        self.open = _open_quests(workspace, fingerprints)
-        self.closed = _closed_quests(workspace, fingerprints - self.open.keys())
+        self.mutes: dict[str, tuple[str, datetime]] = {}  # fingerprint → (quest, until)
+        self.open: dict[str, str] = {}  # fingerprint → its oldest open quest
+        self.closed: dict[str, str] = {}  # fingerprint → its most recently closed quest
         self._patches: list[_Patch] | None = None  # read only if a candidate gets that far
+        if fingerprints:
+            self._read(workspace, fingerprints)
+
+    def _read(self, workspace, fingerprints: set[str]) -> None:
+        rows = (
+            Quest.objects.filter(workspace=workspace, fingerprint__in=fingerprints)
+            .order_by("created_at", "pk")
+            .values_list("fingerprint", "quest_id", "state", "updated_at", "data__muted_until")
+        )
+        closed_at: dict[str, datetime] = {}
+        for fingerprint, quest, state, updated_at, muted_until in rows:
+            if state not in _TERMINAL:
+                self.open.setdefault(fingerprint, quest)
+            elif state == State.CLOSED.value:
+                if fingerprint not in closed_at or updated_at >= closed_at[fingerprint]:
+                    closed_at[fingerprint], self.closed[fingerprint] = updated_at, quest
+            elif muted_until:
+                # Journalled at triage: it holds before the mute_fingerprint effect's row exists.
+                self._mute(fingerprint, quest, datetime.fromisoformat(muted_until))
+        mutes = FingerprintMute.objects.filter(
+            workspace=workspace, fingerprint__in=fingerprints, until__gt=self.now
+        ).values_list("fingerprint", "quest_id", "until")
+        for fingerprint, quest, until in mutes:
+            self._mute(fingerprint, quest, until)
+        rest = fingerprints - self.open.keys() - self.mutes.keys()
+        if rest:
+            self._queued(workspace, rest)
+        for fingerprint in self.open:
+            self.closed.pop(fingerprint, None)
+
+    def _mute(self, fingerprint: str, quest: str, until: datetime) -> None:
+        held = self.mutes.get(fingerprint)
+        if until > self.now and (held is None or until > held[1]):
+            self.mutes[fingerprint] = (quest, until)
+
+    def _queued(self, workspace, fingerprints: set[str]) -> None:
+        """Quests that are open but not projected as such yet: opened by an earlier export
+        whose ``signal_sensed`` the worker has not applied, or closed with a
+        ``regression_reopened`` still queued. Both are open as soon as the worker gets there."""
+        projected = Quest.objects.filter(workspace=workspace, fingerprint__in=fingerprints)
+        queued = (
+            IngestedSignal.objects.filter(
+                workspace=workspace, fingerprint__in=fingerprints, event=IngestedSignal.Event.SENSED
+            )
+            .exclude(quest_id__in=projected.values("quest_id"))
+            .order_by("received_at", "pk")
+            .values_list("fingerprint", "quest_id")
+        )
+        for fingerprint, quest in queued:
+            self.open.setdefault(fingerprint, quest)
+        closed = {
+            quest: fingerprint
+            for fingerprint, quest in self.closed.items()
+            if fingerprint in fingerprints and fingerprint not in self.open
+        }
+        if not closed:
+            return
+        reopening = InboundEvent.objects.filter(
+            workspace=workspace,
+            quest_id__in=list(closed),
+            type="regression_reopened",
+            state=InboundEvent.State.PENDING,
+        ).values_list("quest_id", flat=True)
+        for quest in reopening:
+            self.open.setdefault(closed[quest], quest)
 
     def route(self, candidate: SignalCandidate) -> Route:
         fingerprint = candidate.fingerprint
@@ -109,90 +176,6 @@ def touches(files: frozenset[str], paths: tuple[str, ...]) -> bool:
             if "/" in shorter and longer.endswith("/" + shorter):
                 return True
     return False
-
-
-def _mutes(workspace, fingerprints: set[str], now: datetime) -> dict[str, tuple[str, datetime]]:
-    """fingerprint → (the quest whose mute holds at ``now``, until when). The quest's own
-    ``muted_until`` (journalled at triage) counts as well as the mute row, so a signal arriving
-    between the triage and the delivery of its ``mute_fingerprint`` effect is muted too."""
-    found: dict[str, tuple[datetime, str]] = {}
-
-    def keep(fingerprint: str, until: datetime, quest: str) -> None:
-        if until > now and (fingerprint not in found or until > found[fingerprint][0]):
-            found[fingerprint] = (until, quest)
-
-    rows = FingerprintMute.objects.filter(
-        workspace=workspace, fingerprint__in=fingerprints, until__gt=now
-    ).values_list("fingerprint", "until", "quest_id")
-    for fingerprint, until, quest in rows:
-        keep(fingerprint, until, quest)
-    abandoned = Quest.objects.filter(
-        workspace=workspace, fingerprint__in=fingerprints, state=State.ABANDONED.value
-    ).values_list("fingerprint", "data__muted_until", "quest_id")
-    for fingerprint, until, quest in abandoned:
-        if until:
-            keep(fingerprint, datetime.fromisoformat(until), quest)
-    return {fingerprint: (quest, until) for fingerprint, (until, quest) in found.items()}
-
-
-def _open_quests(workspace, fingerprints: set[str]) -> dict[str, str]:
-    """fingerprint → its oldest open quest: projected and not terminal; or opened by an earlier
-    export whose ``signal_sensed`` the worker has not applied yet; or a closed quest whose
-    ``regression_reopened`` is still queued (it is open as soon as the worker gets to it)."""
-    found: dict[str, str] = {}
-    projected = (
-        Quest.objects.filter(workspace=workspace, fingerprint__in=fingerprints)
-        .exclude(state__in=_TERMINAL)
-        .order_by("created_at", "pk")
-        .values_list("fingerprint", "quest_id")
-    )
-    for fingerprint, quest in projected:
-        found.setdefault(fingerprint, quest)
-    rest = fingerprints - found.keys()
-    if not rest:
-        return found
-    known = Quest.objects.filter(workspace=workspace, fingerprint__in=rest).values_list(
-        "quest_id", flat=True
-    )
-    queued = (
-        IngestedSignal.objects.filter(
-            workspace=workspace, fingerprint__in=rest, event=IngestedSignal.Event.SENSED
-        )
-        .exclude(quest_id__in=known)
-        .order_by("received_at", "pk")
-        .values_list("fingerprint", "quest_id")
-    )
-    for fingerprint, quest in queued:
-        found.setdefault(fingerprint, quest)
-    closed = dict(
-        Quest.objects.filter(
-            workspace=workspace, fingerprint__in=rest - found.keys(), state=State.CLOSED.value
-        ).values_list("quest_id", "fingerprint")
-    )
-    reopening = InboundEvent.objects.filter(
-        workspace=workspace,
-        quest_id__in=closed,
-        type="regression_reopened",
-        state=InboundEvent.State.PENDING,
-    ).values_list("quest_id", flat=True)
-    for quest in reopening:
-        found.setdefault(closed[quest], quest)
-    return found
-
-
-def _closed_quests(workspace, fingerprints: set[str]) -> dict[str, str]:
-    """fingerprint → its most recently closed quest, the one a regression reopens."""
-    found: dict[str, str] = {}
-    rows = (
-        Quest.objects.filter(
-            workspace=workspace, fingerprint__in=fingerprints, state=State.CLOSED.value
-        )
-        .order_by("-updated_at", "-pk")
-        .values_list("fingerprint", "quest_id")
-    )
-    for fingerprint, quest in rows:
-        found.setdefault(fingerprint, quest)
-    return found
 
 
 def _unlanded_patches(workspace) -> list[_Patch]:
