@@ -25,7 +25,6 @@ import string
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ephyra.ingest.rules import RULES, SECRET_KEY_WORDS, Rule
 
@@ -39,8 +38,6 @@ _UPPER = re.compile(r"[A-Z]")
 _LOWER = re.compile(r"[a-z]")
 _DIGIT = re.compile(r"[0-9]")
 _KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
-_RUN = str.maketrans(dict.fromkeys(string.ascii_letters + string.digits + "+/=_-", "a"))
-_NOT_DIGITS = str.maketrans("", "", "".join(c for c in map(chr, range(128)) if not c.isdigit()))
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -130,36 +127,12 @@ CHECKS: dict[str, Callable[[str, re.Match[str], str], bool]] = {
 }
 
 
-# -- screens: cheap preconditions, on the line's UTF-8 bytes (bytes.translate is a table lookup
-# per byte, several times cheaper than str.translate) ------------------------------------------
-
-_RUN_BYTES = bytes(
-    0x61 if chr(i) in string.ascii_letters + string.digits + "+/=_-" else 0x20 for i in range(256)
-)
-# Digits as "0", everything else as "x" but spaces and dashes, which go: a card number's digits
-# then stand together, and little else's do.
-_DIGIT_RUNS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
-_CARD_SEPARATORS = b" -"
-_DIGIT_SKELETON = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
-SCREENS = ("run", "digits", "ipv4", "colons")  # digits:N = N digits, spaces or dashes between
-
-
-def _parse_screen(name: str) -> tuple[str, int] | None:
-    if not name:
-        return None
-    kind, _, arg = name.partition(":")
-    if kind not in SCREENS:
-        raise ValueError(f"unknown screen {name!r}")
-    return kind, int(arg or 0)
-
-
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     rule: Rule
     regex: re.Pattern[str]
     secret_groups: tuple[str, ...]
     check: Callable[[str, re.Match[str], str], bool] | None
-    screen: tuple[str, int] | None
 
     def _span(self, text: str, match: re.Match[str]) -> tuple[int, int] | None:
         """Where the secret of ``match`` lies in ``text``, or None when it is not one."""
@@ -197,7 +170,7 @@ def _compile(rule: Rule) -> _Compiled:
     regex = re.compile(rule.pattern)
     groups = tuple(sorted(n for n in regex.groupindex if n.startswith("secret")))
     check = CHECKS[rule.check] if rule.check else None
-    return _Compiled(rule, regex, groups, check, _parse_screen(rule.screen))
+    return _Compiled(rule, regex, groups, check)
 
 
 _COMPILED: tuple[_Compiled, ...] = tuple(_compile(r) for r in RULES)
@@ -213,50 +186,6 @@ def _shortest(pattern: str) -> int:
         return 0
 
 
-_CHAR_BITS = (("@", 1), (":", 2), ("=", 4), (".", 8), ("-", 16), ("_", 32))
-_FEATURE_BITS = {char: bit for char, bit in _CHAR_BITS} | {"upper": 64, "digit": 128, "sep": 256}
-_COLON_OR_EQUALS = 2 | 4
-
-
-def _needs_mask(needs: tuple[str, ...]) -> int:
-    mask = 0
-    for need in needs:
-        mask |= _FEATURE_BITS[need]
-    return mask
-
-
-_PLAN = tuple(
-    (
-        c,
-        c.rule.hints,
-        c.rule.hints_lower,
-        c.screen,
-        c.rule.lower,
-        _shortest(c.rule.pattern),
-        _needs_mask(c.rule.needs),
-    )
-    for c in _COMPILED
-    if c is not _WHOLE_TEXT
-)
-_BY_FEATURES: dict[int, tuple[tuple[int, Any], ...]] = {}
-# Each literal hint filed under the first of these characters it contains (rare ones first).
-_GATE_ORDER = "@J_-A:."
-
-
-def _gates() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
-    table: dict[str, list[tuple[str, int]]] = {}
-    for index, (_, hints, *_) in enumerate(_PLAN):
-        for hint in hints:
-            gate = next((c for c in _GATE_ORDER if c in hint), hint)
-            table.setdefault(gate, []).append((hint, index))
-    return tuple((gate, tuple(entries)) for gate, entries in table.items())
-
-
-_GATES = _gates()
-_cache: dict[str, str] = {}
-_previous: dict[str, str] = {}
-
-
 def apply_rule(name: str, text: str) -> str:
     """One rule alone (for the rule table's own examples)."""
     compiled = _BY_NAME[name]
@@ -269,90 +198,134 @@ def _lowercase(text: str) -> str:
     return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
 
 
-class _Features:
-    """What the cheap preconditions need of one line, each computed at most once."""
+# -- which rules a line can wake ------------------------------------------------------------
+# Every precondition is a plain substring test or one C call on the line: a Python-level step
+# costs as much as a short regular-expression scan, and most lines wake no rule at all.
 
-    __slots__ = ("_digits", "_dotted", "_raw", "_run", "_text")
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-        self._raw: bytes | None = None
-        self._run = -1
-        self._digits: bytes | None = None
-        self._dotted = -1
-
-    def _bytes(self) -> bytes:
-        if self._raw is None:
-            self._raw = self._text.encode("utf-8", "surrogatepass")
-        return self._raw
-
-    def screened(self, kind: str, arg: int) -> bool:
-        if kind == "run":  # is there an unbroken run of at least ``arg`` token characters?
-            if self._run < 0:
-                runs = self._bytes().translate(_RUN_BYTES)
-                self._run = 40 if b"a" * 40 in runs else 24 if b"a" * 24 in runs else 0
-            return self._run >= arg
-        if kind == "digits":
-            if self._digits is None:
-                self._digits = self._bytes().translate(_DIGIT_RUNS, _CARD_SEPARATORS)
-            return b"0" * arg in self._digits
-        if kind == "ipv4":  # three dots, each after a digit
-            if self._dotted < 0:
-                self._dotted = self._bytes().translate(_DIGIT_SKELETON).count(b"0.")
-            return self._dotted >= 3
-        return "::" in self._text or self._text.count(":") >= 7  # colons: IPv6
-
-
-def _hinted(text: str) -> set[int]:
-    """The rules (by position in the plan) one of whose literal hints occurs in ``text``: a few
-    gate characters first, so most hints are never searched for."""
-    found: set[int] = set()
-    for gate, entries in _GATES:
-        if gate in text:
-            for hint, index in entries:
-                if index not in found and hint in text:
-                    found.add(index)
-    return found
+_AT, _COLON, _EQUALS, _DOT, _DASH, _UNDERSCORE, _UPPER_BIT, _DIGIT_BIT, _SEP = (
+    1 << n for n in range(9)
+)
+_FEATURE_BITS = {
+    "@": _AT,
+    ":": _COLON,
+    "=": _EQUALS,
+    ".": _DOT,
+    "-": _DASH,
+    "_": _UNDERSCORE,
+    "upper": _UPPER_BIT,
+    "digit": _DIGIT_BIT,
+    "sep": _SEP,
+}
 
 
 def _features(text: str, lower: str) -> int:
-    """Which of the ``needs`` features the line has, as bits."""
+    """Which of the ``needs`` features the line has, as bits (unrolled: this runs per line)."""
     mask = 0
-    for char, bit in _CHAR_BITS:
-        if char in text:
-            mask |= bit
-    if mask & _COLON_OR_EQUALS:
-        mask |= _FEATURE_BITS["sep"]
+    if "@" in text:
+        mask |= _AT
+    if ":" in text:
+        mask |= _COLON | _SEP
+    if "=" in text:
+        mask |= _EQUALS | _SEP
+    if "." in text:
+        mask |= _DOT
+    if "-" in text:
+        mask |= _DASH
+    if "_" in text:
+        mask |= _UNDERSCORE
     if text != lower:
-        mask |= _FEATURE_BITS["upper"]
-    if _DIGIT.search(text):
-        mask |= _FEATURE_BITS["digit"]
+        mask |= _UPPER_BIT
+    if (
+        "0" in text or "1" in text or "2" in text or "3" in text or "4" in text
+        or "5" in text or "6" in text or "7" in text or "8" in text or "9" in text
+    ):  # fmt: skip
+        mask |= _DIGIT_BIT
     return mask
 
 
-def _rules_for(mask: int) -> tuple[tuple[int, Any], ...]:
-    """The plan's rules whose needs the line meets (computed once per combination)."""
+# Screens on the line's UTF-8 bytes (bytes.translate is a table lookup per byte, several times
+# cheaper than str.translate): a run of token characters; digits with the spaces and dashes
+# between them gone (a card number's digits then stand together, and little else's do); and a
+# digit before a dot (an IPv4 address has three).
+_RUN_BYTES = bytes(
+    0x61 if chr(i) in string.ascii_letters + string.digits + "+/=_-" else 0x20 for i in range(256)
+)
+_DIGIT_RUNS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
+_CARD_SEPARATORS = b" -"
+_DIGIT_SKELETON = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
+SCREENS = ("run", "digits", "ipv4", "colons")  # digits:N = N digits, spaces or dashes between
+_RUN_SCREEN, _DIGITS_SCREEN, _IPV4_SCREEN, _COLONS_SCREEN = range(1, 5)
+
+
+def _parse_screen(name: str) -> tuple[int, bytes]:
+    """(kind, what the translated bytes must contain); (0, b"") for no screen."""
+    if not name:
+        return 0, b""
+    kind, _, arg = name.partition(":")
+    if kind not in SCREENS:
+        raise ValueError(f"unknown screen {name!r}")
+    needle = {"run": b"a", "digits": b"0"}.get(kind, b"") * int(arg or 0)
+    return SCREENS.index(kind) + 1, needle
+
+
+def _gate(hints: tuple[str, ...]) -> str:
+    """A character all of ``hints`` contain (rare ones first), tested before the hints are."""
+    for char in "@J_-A:.kx":
+        if all(char in hint for hint in hints):
+            return char
+    return ""
+
+
+# One line rule: (compiled, pattern on the lowercase copy, shortest match, needs as bits, gate,
+# hints, hints in the lowercase copy, screen kind, screen needle).
+_LineRule = tuple[_Compiled, bool, int, int, str, tuple[str, ...], tuple[str, ...], int, bytes]
+
+
+def _line_rule(c: _Compiled) -> _LineRule:
+    mask = 0
+    for need in c.rule.needs:
+        mask |= _FEATURE_BITS[need]
+    kind, needle = _parse_screen(c.rule.screen)
+    hints = c.rule.hints
+    return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints) if hints else "",
+            hints, c.rule.hints_lower, kind, needle)  # fmt: skip
+
+
+_LINE_RULES: tuple[_LineRule, ...] = tuple(_line_rule(c) for c in _COMPILED if c is not _WHOLE_TEXT)
+_BY_FEATURES: dict[int, tuple[_LineRule, ...]] = {}
+_cache: dict[str, str] = {}
+_previous: dict[str, str] = {}
+
+
+def _rules_for(mask: int) -> tuple[_LineRule, ...]:
+    """The rules whose needs the line meets, in order (computed once per combination)."""
     found = _BY_FEATURES.get(mask)
     if found is None:
-        found = tuple((i, entry) for i, entry in enumerate(_PLAN) if entry[6] & ~mask == 0)
+        found = tuple(r for r in _LINE_RULES if r[3] & ~mask == 0)
         _BY_FEATURES[mask] = found
     return found
 
 
 def _redact_line(text: str) -> str:
-    # A plain loop, no generator per rule: this runs for every line not seen before.
+    # A plain loop with its tests inline, no call or generator per rule: this runs for every
+    # line not seen before. The needs are read once, from the line as it came; the hints and
+    # screens from the line as the rules before have left it.
     lower = _lowercase(text)
-    rules = _rules_for(_features(text, lower))
-    hinted: set[int] | None = None
-    features: _Features | None = None
     size = len(text)
-    for index, (compiled, hints, hints_lower, screen, on_lower, shortest, _) in rules:
+    raw: bytes | None = None  # the line's UTF-8 bytes, for the screens, made when one is needed
+    runs = digits = b""
+    for compiled, on_lower, shortest, _, gate, hints, hints_lower, screen, needle in _rules_for(
+        _features(text, lower)
+    ):
         if size < shortest:
             continue
         if hints:
-            if hinted is None:
-                hinted = _hinted(text)
-            if index not in hinted:
+            if gate and gate not in text:
+                continue
+            for hint in hints:
+                if hint in text:
+                    break
+            else:
                 continue
         if hints_lower:
             for hint in hints_lower:
@@ -360,17 +333,33 @@ def _redact_line(text: str) -> str:
                     break
             else:
                 continue
-        if screen is not None:
-            if features is None:
-                features = _Features(text)
-            if not features.screened(*screen):
+        if screen:
+            if screen == _RUN_SCREEN:
+                if not runs:
+                    raw = raw or text.encode("utf-8", "surrogatepass")
+                    runs = raw.translate(_RUN_BYTES)
+                if needle not in runs:
+                    continue
+            elif screen == _DIGITS_SCREEN:
+                if not digits:
+                    raw = raw or text.encode("utf-8", "surrogatepass")
+                    digits = raw.translate(_DIGIT_RUNS, _CARD_SEPARATORS)
+                if needle not in digits:
+                    continue
+            elif screen == _IPV4_SCREEN:
+                if text.count(".") < 3:
+                    continue
+                raw = raw or text.encode("utf-8", "surrogatepass")
+                if raw.translate(_DIGIT_SKELETON).count(b"0.") < 3:
+                    continue
+            elif "::" not in text and text.count(":") < 7:  # colons: IPv6
                 continue
         out = compiled.apply(text, lower if on_lower else text)
         if out is not text:
             # Later rules read the new text. Its secrets were in the old text, with the
             # features they need, so the rule list chosen from the old text still covers them.
             text, lower, size = out, _lowercase(out), len(out)
-            hinted = features = None
+            raw, runs, digits = None, b"", b""
     return text
 
 
