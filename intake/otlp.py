@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -110,8 +110,9 @@ def _receive(request: HttpRequest, parse: Callable[[bytes, str], ParseResult]) -
             body_digest=hashlib.sha256(body).hexdigest(),
             received_at=timezone.now(),
         )
-    except OperationalError:
-        # OTLP/HTTP: 503 is retryable; the exporter waits Retry-After and sends again.
+    except (OperationalError, InterfaceError):
+        # The database is down, restarting or locked ("connection already closed" is an
+        # InterfaceError). OTLP/HTTP: 503 is retryable; the exporter waits Retry-After.
         logger.warning("OTLP export deferred: the database is unavailable", exc_info=True)
         return _status(
             request,

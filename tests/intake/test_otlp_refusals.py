@@ -8,7 +8,7 @@ import json
 import zlib
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -186,10 +186,17 @@ def test_an_empty_json_body_is_not_json(client, token):
     assert counts() == (0, 0)
 
 
-def test_an_unavailable_database_is_503_with_retry_after(client, token):
+@pytest.mark.parametrize(
+    "error",
+    [
+        OperationalError("could not connect to server"),
+        InterfaceError("connection already closed"),  # the server restarted under the pool
+    ],
+)
+def test_an_unavailable_database_is_503_with_retry_after(client, token, error):
     def unavailable(execute, sql, params, many, context):
         if "ingested_signal" in sql.lower() or "intake_ingestedsignal" in sql.lower():
-            raise OperationalError("could not connect to server")
+            raise error
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(unavailable):
