@@ -29,7 +29,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ephyra.compose import effect_adapters
-from ephyra.core.effects import EffectType
+from ephyra.core.effects import STANDING_EFFECTS, EffectType
 from ephyra.core.events import BaseEvent, event_to_dict, parse_event
 from ephyra.core.machine import REFUSED
 from ephyra.core.ports import (
@@ -127,6 +127,7 @@ def is_current(
 ) -> tuple[bool, str]:
     """Does the quest still ask for this effect? Yes while it has not changed state since the
     transition that asked: a later state (killed, revised, parked) supersedes the request.
+    A standing effect (``STANDING_EFFECTS``) stays current once asked for.
     ``row`` is the quest's (journal head, state) when the caller read it already."""
     if row is _UNREAD:
         row = (
@@ -136,6 +137,8 @@ def is_current(
         )
     if row is None:
         return False, "the quest has no projection"
+    if EffectType(op.type) in STANDING_EFFECTS:
+        return True, ""
     head, state = row
     if head == op.journal_commit:
         return True, ""

@@ -50,6 +50,22 @@ WRITE_EFFECTS = frozenset(
 )
 
 
+# Effects that pass on a fact which stays true once its transition happened (a parent landed,
+# a child exists, a fingerprint is muted, a signal was merged, a probe guards a fix). The ledger
+# delivers them even after their quest moved on: a parent that closed before its children heard
+# of it still releases them. Every other effect is a request of the state that asked for it and
+# is superseded when the quest leaves that state.
+STANDING_EFFECTS = frozenset(
+    {
+        EffectType.RESUME_DEPENDENTS,
+        EffectType.DELIVER_CHILD_EVIDENCE,
+        EffectType.MUTE_FINGERPRINT,
+        EffectType.MERGE_SIGNAL,
+        EffectType.REGISTER_REGRESSION_PROBE,
+    }
+)
+
+
 class Effect(NamedTuple):
     key: str
     type: EffectType

@@ -432,11 +432,6 @@ def test_the_error_of_a_closed_quest_reopens_it_and_a_second_one_merges(
     assert Quest.objects.filter(workspace=workspace).count() == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger/delivery.py is_current supersedes resume_dependents once the parent moved on "
-    "from watching (closed before the effect was delivered): the child stays parked",
-)
 def test_a_child_resumes_even_when_its_parent_closes_before_resume_dependents_is_delivered(
     client, token, workspace, worker, patch
 ):

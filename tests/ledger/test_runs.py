@@ -151,3 +151,17 @@ def test_a_run_whose_lease_was_lost_records_nothing(workspace, routed):
         Operation.objects.filter(pk__in=[op.pk for op in ops]).values_list("state", flat=True)
     )
     assert states == {State.STARTED}  # the new holder's recovery settles them
+
+
+def test_a_standing_effect_is_delivered_after_its_quest_moved_on(workspace, routed, settings):
+    settings.EPHYRA_EFFECT_ADAPTERS = {
+        **settings.EPHYRA_EFFECT_ADAPTERS,
+        "resume_dependents": "tests.ledger.test_runs.Noting",
+    }
+    effect_adapters.cache_clear()
+    ((quest, head),) = _quests(workspace, 1).items()
+    pausing = _pending(workspace, quest, head, "start_agent", 0)
+    standing = _pending(workspace, quest, head, "resume_dependents", 1)
+    Worker(owner="w1").step()
+    assert [pausing.key, standing.key] == ORDER  # parked meanwhile, the children still hear
+    assert Operation.objects.get(pk=standing.pk).state == State.SUCCEEDED
