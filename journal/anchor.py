@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import pygit2
 
 from journal.errors import JournalError
-from journal.format import AUTHOR_EMAIL, AUTHOR_NAME, BLOB, pretty_json
+from journal.format import BLOB, commit_at, pretty_json, tree_bytes
+from journal.store import loose_writer
 
 AUDIT_REF_PREFIX = "refs/ephyra/audit/"
 HEAD_FILE = "head.json"
@@ -66,16 +69,49 @@ def anchor_ref(workspace: str) -> str:
     return AUDIT_REF_PREFIX + workspace
 
 
-def _open(repo: str | os.PathLike[str] | pygit2.Repository) -> pygit2.Repository:
+# Open repositories by path, one set per thread (pygit2 objects are not shared between
+# threads): anchoring runs after every checkpoint decision, and opening a repository and
+# building its object writer each time cost more than the anchor itself.
+_opened = threading.local()
+# Anchors already parsed, by commit and workspace: a commit never changes, so none goes stale.
+_parsed: dict[tuple[pygit2.Oid, str], Anchor] = {}
+_PARSED_LIMIT = 4096
+
+Writer = Callable[[int, bytes], pygit2.Oid]
+
+
+def _open_writing(
+    repo: str | os.PathLike[str] | pygit2.Repository,
+) -> tuple[pygit2.Repository, Writer]:
     if isinstance(repo, pygit2.Repository):
-        return repo
-    try:
-        return pygit2.Repository(str(repo))
-    except pygit2.GitError as exc:
-        raise AnchorError(f"no Git repository at {repo}: {exc}") from None
+        return repo, loose_writer(repo)
+    cache = _opened.__dict__.setdefault("by_path", {})
+    key = os.fspath(repo)
+    known = cache.get(key)
+    if known is None:
+        try:
+            opened = pygit2.Repository(key)
+        except pygit2.GitError as exc:
+            raise AnchorError(f"no Git repository at {repo}: {exc}") from None
+        known = cache[key] = (opened, loose_writer(opened))
+    return known
+
+
+def _open(repo: str | os.PathLike[str] | pygit2.Repository) -> pygit2.Repository:
+    return repo if isinstance(repo, pygit2.Repository) else _open_writing(repo)[0]
 
 
 def _parse(repo: pygit2.Repository, oid: pygit2.Oid, workspace: str) -> Anchor:
+    known = _parsed.get((oid, workspace))
+    if known is None:
+        known = _parse_commit(repo, oid, workspace)
+        if len(_parsed) >= _PARSED_LIMIT:
+            _parsed.clear()
+        _parsed[(oid, workspace)] = known
+    return known
+
+
+def _parse_commit(repo: pygit2.Repository, oid: pygit2.Oid, workspace: str) -> Anchor:
     commit = repo[oid]
     where = f"{anchor_ref(workspace)} at {oid}"
     if not isinstance(commit, pygit2.Commit):
@@ -165,7 +201,7 @@ def write_anchor(
         raise AnchorError(f"sequence {sequence} is not an entry")
     if when.utcoffset() is None:
         raise AnchorError("the anchoring time must carry a time zone")
-    repo = _open(repo)
+    repo, write = _open_writing(repo)
     name = anchor_ref(workspace)
     ref = repo.references.get(name)
     current = None if ref is None else _parse(repo, ref.target, workspace)
@@ -177,13 +213,17 @@ def write_anchor(
             )
         return None
     head = {"workspace": workspace, "sequence": sequence, "entry_hash": entry_hash, "at": at}
-    builder = repo.TreeBuilder()
-    builder.insert(HEAD_FILE, repo.create_blob(pretty_json(head)), BLOB)
+    # Written as bytes, as the journal writes its commits (journal/store.py says why).
+    tree = write(
+        pygit2.GIT_OBJECT_TREE,
+        tree_bytes({HEAD_FILE: (BLOB, write(pygit2.GIT_OBJECT_BLOB, pretty_json(head)))}),
+    )
     offset = int(when.utcoffset().total_seconds()) // 60  # type: ignore[union-attr]
-    sig = pygit2.Signature(AUTHOR_NAME, AUTHOR_EMAIL, int(when.timestamp()), offset)
     message = anchor_message(workspace, sequence, entry_hash, at, action)
-    parents = [] if ref is None else [ref.target]
-    commit = repo.create_commit(None, sig, sig, message, builder.write(), parents)
+    parent = None if ref is None else ref.target
+    commit = write(
+        pygit2.GIT_OBJECT_COMMIT, commit_at(tree, parent, int(when.timestamp()), offset, message)
+    )
     try:
         if ref is None:
             with repo.transaction() as txn:

@@ -108,7 +108,14 @@ def commit_bytes(
 ) -> bytes:
     """The content of the journal commit libgit2's ``create_commit`` would write for these
     (author and committer both Ephyra at the event's time); a test holds the two equal."""
-    time, offset = _when(event)
+    return commit_at(tree, parent, *_when(event), message)
+
+
+def commit_at(
+    tree: pygit2.Oid, parent: pygit2.Oid | None, time: int, offset: int, message: str
+) -> bytes:
+    """A commit by Ephyra (author and committer) at ``time`` (seconds since the epoch) with
+    ``offset`` (minutes east of UTC)."""
     sign = "-" if offset < 0 else "+"
     offset = abs(offset)
     who = f"{AUTHOR_NAME} <{AUTHOR_EMAIL}> {time} {sign}{offset // 60:02d}{offset % 60:02d}"

@@ -28,7 +28,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import pygit2
 
@@ -87,7 +87,7 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike[str] | pygit2.Repository) -> None:
         self.repo = path if isinstance(path, pygit2.Repository) else pygit2.Repository(str(path))
-        self._write = _loose_writer(self.repo)
+        self._write = loose_writer(self.repo)
         # Reference objects this instance last moved, by ref name. set_target on one of them is
         # a CAS against the value it holds, so a stale cached object can only fail, never clobber.
         self._refs: dict[str, pygit2.Reference] = {}
@@ -187,6 +187,32 @@ class Journal:
             return json.loads(self.repo[oid].tree[QUEST].data)  # type: ignore[attr-defined]
         except KeyError:
             raise JournalError(f"commit {oid} has no {QUEST}: not a journal commit") from None
+
+    def since(self, head: pygit2.Oid, stop: pygit2.Oid | None = None) -> Since:
+        """What repair reads of a journal: ``quest.json`` at ``head``, and the effects of every
+        commit from ``head`` back to ``stop`` (left out; None: to the creation), newest first.
+        Each commit and tree is read once, and an empty ``effects.json`` not at all."""
+        commit = self.repo[head]
+        try:
+            quest = commit.tree[QUEST].data  # type: ignore[attr-defined]
+        except KeyError:
+            raise JournalError(f"commit {head} has no {QUEST}: not a journal commit") from None
+        effects: list[tuple[pygit2.Oid, list[dict[str, Any]]]] = []
+        oid: pygit2.Oid | None = head
+        while oid is not None and oid != stop:
+            if commit is None:
+                commit = self.repo[oid]
+            parents = commit.parent_ids  # type: ignore[attr-defined]
+            if len(parents) > 1:
+                raise JournalError(f"{oid} has {len(parents)} parents: a journal is linear")
+            try:
+                blob = commit.tree[EFFECTS]  # type: ignore[attr-defined]
+            except KeyError:
+                raise JournalError(f"commit {oid} has no {EFFECTS}: not a journal commit") from None
+            if blob.id != _EMPTY_EFFECTS:
+                effects.append((oid, json.loads(blob.data)))
+            oid, commit = (parents[0] if parents else None), None
+        return Since(quest, effects)
 
     def history(self, quest_id: str) -> list[Entry]:
         """Every transition of the quest, oldest first."""
@@ -428,7 +454,7 @@ class Journal:
         entries[folder] = (TREE, tree)
 
 
-def _loose_writer(repo: pygit2.Repository) -> Callable[[int, bytes], pygit2.Oid]:
+def loose_writer(repo: pygit2.Repository) -> Callable[[int, bytes], pygit2.Oid]:
     """Write objects as loose files straight into the repository's object directory.
 
     The repository's own object database, for every object it does not have yet, also rescans
@@ -448,6 +474,14 @@ def _loose_writer(repo: pygit2.Repository) -> Callable[[int, bytes], pygit2.Oid]
     odb = pygit2.Odb()
     odb.add_backend(pygit2.OdbBackendLoose(os.path.join(git_dir, "objects"), -1, fsync), 1)
     return odb.write
+
+
+class Since(NamedTuple):
+    """``Journal.since``: the head's ``quest.json`` as stored, and (commit, effects) of each
+    commit read that asked for any, newest first."""
+
+    quest: bytes
+    effects: list[tuple[pygit2.Oid, list[dict[str, Any]]]]
 
 
 class Locked:

@@ -10,14 +10,15 @@ a hash by hand.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.utils import timezone
 
 from ephyra.core.canonical import canonical_digest
@@ -30,6 +31,7 @@ from journal.anchor import (
     write_anchor,
 )
 from ledger.models import AuditEntry
+from quests.statements import Result, Statement, insert_where_sql, run_together
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,68 @@ def entry_digest(entry: AuditEntry) -> str:
     return canonical_digest(entry_content(entry))
 
 
+# The head of each workspace's chain as this process last wrote or read it: a guess that spares
+# reading the last entry before each append. The insert built on it is conditional on the guess
+# (that entry, with that hash, and nothing after it, read under the workspace lock), so a stale
+# guess (another process appended, a rollback undid ours) inserts nothing and costs only the
+# read it would have saved.
+_heads: dict[int, tuple[int, str]] = {}
+
+
+class ChainedInsert(NamedTuple):
+    """The next entry of a chain and the conditional insert of it (see ``audit_statement``)."""
+
+    statement: Statement
+    entry: AuditEntry
+
+
+def audit_statement(
+    workspace, *, at: datetime, actor: str, action: str, object: str, payload: dict[str, Any]
+) -> ChainedInsert:
+    """The next entry, chained to the head this process saw last, and an insert of it that
+    inserts nothing unless that is still the chain's head when it runs. For a caller that
+    sends it with its other statements (``quests.services``) and then hands the result to
+    ``audit_chained``; ``audit_append`` is both in one."""
+    if at.utcoffset() is None:
+        raise ValueError("an audit entry's time must carry a time zone")
+    sequence, previous = _heads.get(workspace.pk, (0, GENESIS))
+    entry = AuditEntry(
+        workspace=workspace,
+        sequence=sequence + 1,
+        at=at,
+        actor=actor,
+        action=action,
+        object=object,
+        payload=payload,
+        previous_hash=previous,
+    )
+    entry.entry_hash = entry_digest(entry)
+    fields, sql = _insert_sql(connection.vendor, first=sequence == 0)
+    params = [f.get_db_prep_save(getattr(entry, f.attname), connection) for f in fields]
+    params += [workspace.pk] if sequence == 0 else [workspace.pk, sequence, workspace.pk, sequence]
+    if sequence:
+        params.append(previous)
+    return ChainedInsert(Statement(sql, params), entry)
+
+
+def audit_chained(workspace, pending: ChainedInsert, result: Result) -> AuditEntry:
+    """Finish an ``audit_statement`` that ran: when the guess was stale and nothing was
+    inserted, append the entry after reading the chain's head; remember the new head; anchor
+    the entry once the transaction commits if it is due."""
+    entry = pending.entry
+    if result.rowcount == 1:
+        if result.rows:
+            entry.pk = result.rows[0][0]
+        entry._state.adding, entry._state.db = False, DEFAULT_DB_ALIAS
+    else:
+        entry = _append_after_reading(workspace, entry)
+    sequence, action = entry.sequence, entry.action
+    _heads[workspace.pk] = (sequence, entry.entry_hash)
+    if sequence % settings.EPHYRA_AUDIT_ANCHOR_EVERY == 0 or action == CHECKPOINT_ACTION:
+        transaction.on_commit(lambda: _anchor_after_commit(workspace, sequence, action))
+    return entry
+
+
 def audit_append(
     workspace, *, at: datetime, actor: str, action: str, object: str, payload: dict[str, Any]
 ) -> AuditEntry:
@@ -78,8 +142,14 @@ def audit_append(
     Every ``EPHYRA_AUDIT_ANCHOR_EVERY``-th entry and every checkpoint decision is anchored in
     Git once the transaction commits, so an anchor never names an entry that was rolled back,
     and a failed anchor (logged) never undoes the change: the next anchor covers it."""
-    if at.utcoffset() is None:
-        raise ValueError("an audit entry's time must carry a time zone")
+    pending = audit_statement(
+        workspace, at=at, actor=actor, action=action, object=object, payload=payload
+    )
+    [result] = run_together([pending.statement])
+    return audit_chained(workspace, pending, result)
+
+
+def _append_after_reading(workspace, guessed: AuditEntry) -> AuditEntry:
     last = (
         AuditEntry.objects.filter(workspace=workspace)
         .order_by("-sequence")
@@ -90,18 +160,38 @@ def audit_append(
     entry = AuditEntry(
         workspace=workspace,
         sequence=sequence,
-        at=at,
-        actor=actor,
-        action=action,
-        object=object,
-        payload=payload,
+        at=guessed.at,
+        actor=guessed.actor,
+        action=guessed.action,
+        object=guessed.object,
+        payload=guessed.payload,
         previous_hash=previous,
     )
     entry.entry_hash = entry_digest(entry)
     entry.save(force_insert=True)
-    if sequence % settings.EPHYRA_AUDIT_ANCHOR_EVERY == 0 or action == CHECKPOINT_ACTION:
-        transaction.on_commit(lambda: _anchor_after_commit(workspace, sequence, action))
     return entry
+
+
+@functools.cache
+def _insert_sql(vendor: str, *, first: bool) -> tuple[list, str]:
+    """The entry's fields and its conditional insert: the first entry of a workspace only
+    while it has none; a later one only while entry #n, with its hash, is the last."""
+    qn = connection.ops.quote_name
+    table = qn(AuditEntry._meta.db_table)
+    ws, seq = qn(AuditEntry._meta.get_field("workspace").column), qn("sequence")
+    condition = f"NOT EXISTS (SELECT 1 FROM {table} WHERE {ws} = %s"
+    if first:
+        condition += ")"
+    else:
+        condition += (
+            f" AND {seq} > %s) AND EXISTS (SELECT 1 FROM {table} WHERE {ws} = %s AND {seq} = %s"
+            f" AND {qn('entry_hash')} = %s)"
+        )
+    fields = [f for f in AuditEntry._meta.concrete_fields if not f.primary_key]
+    sql = insert_where_sql(AuditEntry, fields, condition, ignore_conflicts=False)
+    if connection.features.can_return_columns_from_insert:
+        sql += f" RETURNING {qn(AuditEntry._meta.pk.column)}"
+    return fields, sql
 
 
 def _anchor_after_commit(workspace, sequence: int, action: str) -> None:
@@ -139,15 +229,12 @@ def _anchor(workspace, *, upto: int | None, action: str) -> Anchor | None:
         start = current.sequence if current else 1
         if upto is not None and current is not None and upto <= current.sequence:
             return None  # a later anchor already covers it
-        entries = AuditEntry.objects.filter(workspace=workspace, sequence__gte=start)
-        if upto is not None:
-            entries = entries.filter(sequence__lte=upto)
         walk = _Walk(
             previous=None if current else GENESIS,
             sequence=start,
             anchored={current.sequence: current.entry_hash} if current else {},
         )
-        walk.run(entries.order_by("sequence").iterator(chunk_size=500))
+        walk.run(_entries(workspace, start, upto, chunk=500))
         if walk.problem is None:
             walk.check_length(current)
         if walk.problem is not None:
@@ -171,6 +258,22 @@ def _anchor(workspace, *, upto: int | None, action: str) -> Anchor | None:
     raise AnchorConflict(
         f"{workspace.slug}: the audit anchor kept moving ({_ANCHOR_ATTEMPTS} attempts)"
     )
+
+
+def _entries(workspace, start: int, upto: int | None, *, chunk: int) -> Iterator[AuditEntry]:
+    """Entries #start to #upto (or the last) in sequence order, a chunk per plain query from
+    the last sequence seen: an automatic anchor reads a handful, and a server-side cursor
+    would cost three round trips for them. Entries are never updated or deleted (migration
+    0002), so reading in chunks sees the same log one statement would."""
+    while True:
+        rows = AuditEntry.objects.filter(workspace=workspace, sequence__gte=start)
+        if upto is not None:
+            rows = rows.filter(sequence__lte=upto)
+        batch = list(rows.order_by("sequence")[:chunk])
+        yield from batch
+        if len(batch) < chunk:
+            return
+        start = batch[-1].sequence + 1
 
 
 class _Walk:
@@ -263,8 +366,7 @@ def audit_check(workspace) -> AuditCheck:
         return AuditCheck(workspace.slug, 0, None, f"the anchors in Git cannot be read: {exc}")
     latest = anchors[-1] if anchors else None
     walk = _Walk(previous=GENESIS, sequence=1, anchored={a.sequence: a.entry_hash for a in anchors})
-    entries = AuditEntry.objects.filter(workspace=workspace).order_by("sequence")
-    walk.run(entries.iterator(chunk_size=2000))
+    walk.run(_entries(workspace, 1, None, chunk=2000))
     if walk.problem is None:
         walk.check_length(latest)
     return AuditCheck(workspace.slug, walk.count, latest, walk.problem, walk.broken_at)

@@ -131,14 +131,25 @@ def test_repair_reads_only_the_commits_after_a_rows_head(workspace, monkeypatch)
     _apply_main_line(workspace, "q1", 8)
     head = Quest.objects.get(quest_id="q1").journal_head
     journal = Journal(workspace.repository)
+    parent = journal.repo[head].parent_ids[0]
     read: list = []
-    real = Journal.effects
-    monkeypatch.setattr(Journal, "effects", lambda self, oid: read.append(oid) or real(self, oid))
+    real = Journal.since
+
+    def since(self, at, stop=None):
+        result = real(self, at, stop)
+        read.append(
+            (str(at), None if stop is None else str(stop), [str(c) for c, _ in result.effects])
+        )
+        return result
+
+    monkeypatch.setattr(Journal, "since", since)
     repair_workspace(workspace)
-    assert read == []  # the row is at the head: no commit read
-    Quest.objects.filter(quest_id="q1").update(journal_head=str(journal.repo[head].parent_ids[0]))
+    assert read == [(head, head, [])]  # the row is at the head: only quest.json is read
+    read.clear()
+    Quest.objects.filter(quest_id="q1").update(journal_head=str(parent))
     repair_workspace(workspace)
-    assert [str(oid) for oid in read] == [head]
+    [(at, stop, with_effects)] = read
+    assert (at, stop) == (head, str(parent)) and set(with_effects) <= {head}
 
 
 def test_workspaces_do_not_see_each_others_quests(workspace, tmp_path):

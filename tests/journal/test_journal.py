@@ -428,6 +428,22 @@ def test_history_and_quest_ids(journal):
     assert journal.read(QID, "proof/bundle.json") is None
 
 
+def test_since_reads_the_head_quest_and_the_effects_after_a_commit(journal):
+    main_line(journal, Story(QID), 8)
+    head = journal.head(QID)
+    commits = list(journal.commits(head))
+    every = [(oid, effects) for oid in commits if (effects := journal.effects(oid))]
+    assert len(every) >= 2  # the main line asks for effects on the way
+    whole = journal.since(head)
+    assert whole.quest == journal.read(QID, "quest.json")
+    assert whole.effects == every  # newest first, only the commits that asked for any
+    stop = every[1][0]  # the second newest commit with effects: it and older ones are left out
+    assert journal.since(head, stop).effects == [
+        (oid, effects) for oid, effects in every if commits.index(oid) < commits.index(stop)
+    ]
+    assert journal.since(head, head).effects == []
+
+
 def test_replay_matches_an_honest_journal_and_not_a_tampered_one(journal):
     _, quest = main_line(journal, Story(QID), 12)
     replayed = replay_journal(journal, QID)
@@ -476,6 +492,8 @@ def test_a_merge_commit_in_a_journal_is_refused(journal):
     repo.references[REF].set_target(merge)
     with pytest.raises(JournalError, match="linear"):
         journal.history(QID)
+    with pytest.raises(JournalError, match="linear"):
+        journal.since(merge)
 
 
 JSON = st.recursive(

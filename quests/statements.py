@@ -1,0 +1,173 @@
+"""Raw statements for the engine's and repair's writes, and a way to send several at once.
+
+The engine's transaction is a handful of small statements (the workspace lock, the projection,
+the ledger rows, the signal, the audit entry) whose results it needs only at the end. On
+PostgreSQL each statement sent alone costs a round trip, and the round trips, not the work, are
+most of the time; the ORM's compiling costs as much again. psycopg's client-side-binding cursor
+(Django's default) sends several statements joined by ``;`` as one query and hands back each
+one's result in turn, so ``run_together`` sends them as one. SQLite is in-process: there the
+statements simply run one after the other.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db import connection, models
+from django.db.models.constants import OnConflict
+
+try:
+    from psycopg import ClientCursor
+except ImportError:  # psycopg is only needed for PostgreSQL
+    ClientCursor = None
+
+
+class Statement(NamedTuple):
+    sql: str
+    params: list[Any]
+
+
+class Result(NamedTuple):
+    rowcount: int
+    rows: list[tuple] | None  # what a statement that returns rows returned
+
+
+def run_together(statements: list[Statement]) -> list[Result]:
+    """Run ``statements`` in order in the current transaction; each one's result. A failing
+    statement raises, and the ones after it do not run."""
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        if len(statements) > 1 and ClientCursor is not None and isinstance(raw, ClientCursor):
+            # Each statement is bound on its own: psycopg caches how it parses a statement's
+            # placeholders only for short texts, and the joined text is long.
+            cursor.execute(";\n".join(raw.mogrify(s.sql, s.params) for s in statements))
+            results = [_result(raw)]
+            while raw.nextset():
+                results.append(_result(raw))
+            return results
+        results = []
+        for statement in statements:
+            cursor.execute(statement.sql, statement.params)
+            results.append(_result(cursor))
+        return results
+
+
+def _result(cursor: Any) -> Result:
+    if cursor.description is None:
+        return Result(cursor.rowcount, None)
+    # SQLite counts the rows of an INSERT ... RETURNING only once they are fetched.
+    rows = cursor.fetchall()
+    return Result(len(rows), rows)
+
+
+def prepared(model: Any, workspace: Any, rows: list[dict]) -> tuple[list, list[list]]:
+    """The model's non-key fields and, per row (values by field name), the values to insert,
+    prepared for the database; fields a row leaves out get their default, as ``bulk_create``
+    would fill them, each default prepared once for all the rows."""
+    names = set(rows[0])
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    template = model(workspace=workspace)
+    constant = {
+        f.name: f.get_db_prep_save(f.pre_save(template, True), connection)
+        for f in fields
+        if f.name not in names
+    }
+    values = [
+        [
+            constant[f.name] if f.name in constant else f.get_db_prep_save(row[f.name], connection)
+            for f in fields
+        ]
+        for row in rows
+    ]
+    return fields, values
+
+
+def insert_sql(model: Any, fields: list, rows: int, *, ignore_conflicts: bool) -> str:
+    """``INSERT`` of ``rows`` rows of ``fields``; with ``ignore_conflicts`` a row whose unique
+    key exists is left out (``ON CONFLICT DO NOTHING``, SQLite's ``INSERT OR IGNORE``)."""
+    qn = connection.ops.quote_name
+    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
+    head = connection.ops.insert_statement(on_conflict=on_conflict)
+    tail = connection.ops.on_conflict_suffix_sql(fields, on_conflict, None, None)
+    columns = ", ".join(qn(f.column) for f in fields)
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values = ", ".join([one] * rows)
+    return f"{head} {qn(model._meta.db_table)} ({columns}) VALUES {values} {tail}".rstrip()
+
+
+def insert_where_sql(model: Any, fields: list, condition: str, *, ignore_conflicts: bool) -> str:
+    """``INSERT`` of one row of ``fields`` that happens only if ``condition`` (SQL) holds when
+    the statement runs: ``INSERT ... SELECT <values> WHERE <condition>``."""
+    qn = connection.ops.quote_name
+    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
+    head = connection.ops.insert_statement(on_conflict=on_conflict)
+    tail = connection.ops.on_conflict_suffix_sql(fields, on_conflict, None, None)
+    columns = ", ".join(qn(f.column) for f in fields)
+    values = ", ".join(["%s"] * len(fields))
+    return (
+        f"{head} {qn(model._meta.db_table)} ({columns}) SELECT {values} WHERE {condition} {tail}"
+    ).rstrip()
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def copy_rows(model: Any, workspace: Any, rows: list[dict]) -> None:
+    """Insert ``rows`` (values by field name; other fields at their defaults, as
+    ``prepared``) with PostgreSQL's COPY, in its text format written here: one string for the
+    whole batch instead of each value prepared by its field and then dumped by psycopg, which
+    costs more than the COPY itself."""
+    names = set(rows[0])
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    template = model(workspace=workspace)
+    columns: list[str | tuple[str, Any]] = []
+    for f in fields:
+        encoder = (f.encoder or _JSON) if isinstance(f, models.JSONField) else None
+        if f.name in names:
+            columns.append((f.name, encoder))
+        else:  # a default: the same text for every row
+            columns.append(_copy_text(f.pre_save(template, True), encoder))
+    lines = [
+        "\t".join(
+            [c if type(c) is str else _copy_text(row[c[0]], c[1]) for c in columns]  # type: ignore[index]
+        )
+        for row in rows
+    ]
+    qn = connection.ops.quote_name
+    sql = f"COPY {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) FROM STDIN"
+    # psycopg's own cursor: Django has no COPY; its errors still come out as Django's.
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(sql) as copy,
+    ):
+        copy.write("\n".join(lines) + "\n")
+
+
+_JSON = json.JSONEncoder
+
+
+def _copy_text(value: Any, encoder: type[json.JSONEncoder] | None) -> str:
+    """One value in COPY's text format; ``encoder`` for a JSON field (its SQL NULL is None, as
+    Django stores it)."""
+    if value is None:
+        return "\\N"
+    if encoder is not None:
+        text = json.dumps(value, cls=encoder)
+    elif value is True or value is False:
+        return "t" if value else "f"
+    elif isinstance(value, str):
+        text = str.__str__(value)  # a choices enum's own text, as psycopg would send it
+    elif isinstance(value, int):
+        return str(value)
+    elif isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"a naive datetime for COPY: {value!r}")
+        text = value.isoformat()
+    else:
+        raise TypeError(f"no COPY text for {type(value).__name__}")
+    if "\\" in text or "\n" in text or "\t" in text or "\r" in text:
+        return text.translate(_COPY_ESCAPES)
+    return text
