@@ -19,6 +19,7 @@ process, no HTTP, no database): what HTTP and storage cost on top of the pure pa
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import sys
@@ -46,6 +47,7 @@ from django.db import connection  # noqa: E402
 
 from benchmarks.ingest import build_records, encode_json, encode_protobuf  # noqa: E402
 from ephyra.ingest import JSON, PROTOBUF, parse_logs  # noqa: E402
+from ephyra.ingest import redact as redaction  # noqa: E402
 from intake.otlp_models import IngestedSignal  # noqa: E402
 from intake.tokens import token_create  # noqa: E402
 from journal.store import Journal  # noqa: E402
@@ -85,6 +87,12 @@ def post(url: str, body: bytes, content_type: str, token: str) -> float:
     return took
 
 
+def forget_lines() -> None:
+    """Empty redaction's memory of lines seen (as benchmarks/ingest.py does before each run),
+    so that neither pass, nor the second format, reads lines the one before remembered."""
+    redaction.set_line_cache_size(redaction.set_line_cache_size(0))
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
@@ -93,6 +101,12 @@ def percentile(values: list[float], p: float) -> float:
 def run(records: int, batch: int) -> str:
     data = build_records(records)
     chunks = [data[i : i + batch] for i in range(0, len(data), batch)]
+    bodies = {name: [encode(c) for c in chunks] for name, _, encode in FORMATS}
+    # A server's heap does not hold the benchmark's 100,000 records: drop them, and take what
+    # is left out of the collector's sight, so neither side pays for scanning the fixtures.
+    del data, chunks
+    gc.collect()
+    gc.freeze()
     tmp = Path(_DATA.name)
     Journal.init(tmp / "journal.git", bare=True)
     workspace = Workspace.objects.create(
@@ -102,23 +116,25 @@ def run(records: int, batch: int) -> str:
     server, base = serve()
     rows = []
     try:
-        for name, content_type, encode in FORMATS:
-            bodies = [encode(c) for c in chunks]
+        for name, content_type, _ in FORMATS:
+            forget_lines()
             start = time.perf_counter()
-            for body in bodies:
+            for body in bodies[name]:
                 parse_logs(body, content_type)
             pure = time.perf_counter() - start
             before = IngestedSignal.objects.count()
+            forget_lines()
             start = time.perf_counter()
-            times = [post(f"{base}/v1/logs", body, content_type, token) for body in bodies]
+            times = [post(f"{base}/v1/logs", body, content_type, token) for body in bodies[name]]
             wall = time.perf_counter() - start
             stored = IngestedSignal.objects.count() - before
             if stored != records:
                 raise SystemExit(f"{name}: {stored} signals stored for {records} records")
-            rows.append((name, len(bodies), wall, times, pure, sum(map(len, bodies))))
+            rows.append((name, len(times), wall, times, pure, sum(map(len, bodies[name]))))
     finally:
         server.shutdown()
         server.server_close()
+        gc.unfreeze()
     return table(rows, records, batch)
 
 
