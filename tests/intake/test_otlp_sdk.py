@@ -158,6 +158,14 @@ def test_an_sdk_with_a_wrong_token_stores_nothing(live_server, token, protocol, 
     assert "retrying" not in caplog.text  # a 401 is final: the exporter does not send again
 
 
+def test_a_gzipped_export_from_the_sdk_is_taken(live_server, token, protocol, monkeypatch):
+    # What OTEL_EXPORTER_OTLP_COMPRESSION=gzip does: the body goes with Content-Encoding: gzip.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    send_span(live_server.url, {"Authorization": f"Bearer {token}"}, protocol)
+    signal = IngestedSignal.objects.get()
+    assert (signal.source, signal.exception_type) == ("span_event", "ValueError")
+
+
 def test_a_throttled_export_is_retried_after_retry_after_and_taken(
     live_server, token, protocol, settings, caplog
 ):
