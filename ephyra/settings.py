@@ -154,6 +154,9 @@ else:
         "default": {
             "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
             "LOCATION": str(DATA_DIR / "cache"),
+            # Past this many files Django deletes a third of them at random, live counters
+            # too; two files per token and window stay far below it.
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
         }
     }
 
