@@ -269,64 +269,95 @@ def _parse_screen(name: str) -> tuple[int, bytes]:
 
 
 def _gate(hints: tuple[str, ...]) -> str:
-    """A character all of ``hints`` contain (rare ones first), tested before the hints are."""
-    for char in "@J_-A:.kx":
-        if all(char in hint for hint in hints):
-            return char
+    """The longest text every one of ``hints`` contains, tested before the hints themselves
+    ("gh" for GitHub's prefixes); "" for a single hint or when they share nothing."""
+    if len(hints) < 2:
+        return ""
+    first = min(hints, key=len)
+    for size in range(len(first), 0, -1):
+        for start in range(len(first) - size + 1):
+            part = first[start : start + size]
+            if all(part in hint for hint in hints):
+                return part
     return ""
 
 
+def _any_hint(hints: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Many hints are one search (their common first letter found once, then the branches):
+    cheaper than a substring test each. Exactly as strict: it finds one iff one occurs."""
+    if len(hints) <= 3:
+        return None
+    return re.compile("|".join(map(re.escape, sorted(hints, key=len, reverse=True))))
+
+
 # One line rule: (compiled, pattern on the lowercase copy, shortest match, needs as bits, gate,
-# hints, hints in the lowercase copy, screen kind, screen needle).
-_LineRule = tuple[_Compiled, bool, int, int, str, tuple[str, ...], tuple[str, ...], int, bytes]
+# hints, their search when they are many, hints in the lowercase copy, screen kind and needle,
+# position in the table).
+_LineRule = tuple[
+    _Compiled,
+    bool,
+    int,
+    int,
+    str,
+    tuple[str, ...],
+    "re.Pattern[str] | None",
+    tuple[str, ...],
+    int,
+    bytes,
+    int,
+]
 
 
-def _line_rule(c: _Compiled) -> _LineRule:
+def _line_rule(position: int, c: _Compiled) -> _LineRule:
     mask = 0
     for need in c.rule.needs:
         mask |= _FEATURE_BITS[need]
     kind, needle = _parse_screen(c.rule.screen)
     hints = c.rule.hints
-    return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints) if hints else "",
-            hints, c.rule.hints_lower, kind, needle)  # fmt: skip
+    return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints), hints,
+            _any_hint(hints), c.rule.hints_lower, kind, needle, position)  # fmt: skip
 
 
-_LINE_RULES: tuple[_LineRule, ...] = tuple(_line_rule(c) for c in _COMPILED if c is not _WHOLE_TEXT)
-_BY_FEATURES: dict[int, tuple[_LineRule, ...]] = {}
+_LINE_RULES: tuple[_LineRule, ...] = tuple(
+    _line_rule(i, c) for i, c in enumerate(c for c in _COMPILED if c is not _WHOLE_TEXT)
+)
+_BY_FEATURES: dict[tuple[int, int], tuple[_LineRule, ...]] = {}
 _cache: dict[str, str] = {}
 _previous: dict[str, str] = {}
 
 
-def _rules_for(mask: int) -> tuple[_LineRule, ...]:
-    """The rules whose needs the line meets, in order (computed once per combination)."""
-    found = _BY_FEATURES.get(mask)
+def _rules_for(mask: int, after: int = -1) -> tuple[_LineRule, ...]:
+    """The rules whose needs the line meets, in order, from the one after ``after`` (computed
+    once per combination)."""
+    found = _BY_FEATURES.get((mask, after))
     if found is None:
-        found = tuple(r for r in _LINE_RULES if r[3] & ~mask == 0)
-        _BY_FEATURES[mask] = found
+        found = tuple(r for i, r in enumerate(_LINE_RULES) if i > after and r[3] & ~mask == 0)
+        _BY_FEATURES[mask, after] = found
     return found
 
 
-def _redact_line(text: str) -> str:
-    # A plain loop with its tests inline, no call or generator per rule: this runs for every
-    # line not seen before. The needs are read once, from the line as it came; the hints and
-    # screens from the line as the rules before have left it.
-    lower = _lowercase(text)
+def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_LineRule, ...]):
+    """Of ``rules``, those whose length bound, hints and screens ``text`` meets (``raw`` is its
+    UTF-8, ``skeleton`` that with every digit a 0)."""
     size = len(text)
-    raw: bytes | None = None  # the line's UTF-8 bytes, for the screens, made when one is needed
     runs = digits = b""
-    for compiled, on_lower, shortest, _, gate, hints, hints_lower, screen, needle in _rules_for(
-        _features(text, lower)
-    ):
+    out = []
+    for rule in rules:
+        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _ = rule
         if size < shortest:
             continue
         if hints:
             if gate and gate not in text:
                 continue
-            for hint in hints:
-                if hint in text:
-                    break
+            if any_hint is not None:
+                if any_hint.search(text) is None:
+                    continue
             else:
-                continue
+                for hint in hints:
+                    if hint in text:
+                        break
+                else:
+                    continue
         if hints_lower:
             for hint in hints_lower:
                 if hint in lower:
@@ -335,31 +366,68 @@ def _redact_line(text: str) -> str:
                 continue
         if screen:
             if screen == _RUN_SCREEN:
-                if not runs:
-                    raw = raw or text.encode("utf-8", "surrogatepass")
-                    runs = raw.translate(_RUN_BYTES)
+                runs = runs or raw.translate(_RUN_BYTES)
                 if needle not in runs:
                     continue
             elif screen == _DIGITS_SCREEN:
-                if not digits:
-                    raw = raw or text.encode("utf-8", "surrogatepass")
-                    digits = raw.translate(_DIGIT_RUNS, _CARD_SEPARATORS)
+                digits = digits or raw.translate(_DIGIT_RUNS, _CARD_SEPARATORS)
                 if needle not in digits:
                     continue
             elif screen == _IPV4_SCREEN:
-                if text.count(".") < 3:
-                    continue
-                raw = raw or text.encode("utf-8", "surrogatepass")
-                if raw.translate(_DIGIT_SKELETON).count(b"0.") < 3:
+                if skeleton.count(b"0.") < 3:
                     continue
             elif "::" not in text and text.count(":") < 7:  # colons: IPv6
                 continue
-        out = compiled.apply(text, lower if on_lower else text)
-        if out is not text:
-            # Later rules read the new text. Its secrets were in the old text, with the
-            # features they need, so the rule list chosen from the old text still covers them.
-            text, lower, size = out, _lowercase(out), len(out)
-            raw, runs, digits = None, b"", b""
+        out.append(rule)
+    return tuple(out)
+
+
+# Which rules a line wakes does not depend on which digits it has (no hint holds a digit; the
+# needs and screens count digits, not read them), so it is remembered by the line's skeleton,
+# every digit a 0: the same message with another id, port, line number or address is looked at
+# once. Like the line cache, in memory only.
+_PLANS: dict[bytes, tuple[int, tuple[_LineRule, ...]]] = {}
+_REPLANS: dict[tuple[bytes, int, int], tuple[_LineRule, ...]] = {}
+PLAN_CACHE_SIZE = 8192
+
+
+def _redact_line(text: str) -> str:
+    # The needs are read once, from the line as it came; the length, hints and screens from the
+    # line as the rules before have left it.
+    lower = _lowercase(text)
+    raw = text.encode("utf-8", "surrogatepass")
+    skeleton = raw.translate(_DIGIT_SKELETON)
+    plan = _PLANS.get(skeleton)
+    if plan is None:
+        mask = _features(text, lower)
+        plan = mask, _gated(text, lower, raw, skeleton, _rules_for(mask))
+        if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
+            if len(_PLANS) >= PLAN_CACHE_SIZE:
+                _PLANS.clear()
+            _PLANS[skeleton] = plan
+    mask, todo = plan
+    i = 0
+    while i < len(todo):
+        rule = todo[i]
+        i += 1
+        out = rule[0].apply(text, lower if rule[1] else text)
+        if out is text:
+            continue
+        # Later rules read the new text. Its secrets were in the old text, with the features
+        # they need, so the rule list chosen from the old text still covers them.
+        text, lower = out, _lowercase(out)
+        raw = text.encode("utf-8", "surrogatepass")
+        skeleton = raw.translate(_DIGIT_SKELETON)
+        after = rule[10]
+        key = (skeleton, mask, after)
+        replan = _REPLANS.get(key)
+        if replan is None:
+            replan = _gated(text, lower, raw, skeleton, _rules_for(mask, after))
+            if LINE_CACHE_SIZE:
+                if len(_REPLANS) >= PLAN_CACHE_SIZE:
+                    _REPLANS.clear()
+                _REPLANS[key] = replan
+        todo, i = replan, 0
     return text
 
 
@@ -384,12 +452,14 @@ def _cached_line(text: str) -> str:
 
 
 def set_line_cache_size(size: int) -> int:
-    """Remember up to ``size`` lines (0: none) and forget the ones remembered; returns the old
-    size. For benchmarks and tests: the results are the same either way."""
+    """Remember up to ``size`` lines (0: none) and forget the ones remembered, and which rules
+    lines woke; returns the old size. For benchmarks and tests: the results are the same."""
     global LINE_CACHE_SIZE
     old, LINE_CACHE_SIZE = LINE_CACHE_SIZE, size
     _cache.clear()
     _previous.clear()
+    _PLANS.clear()
+    _REPLANS.clear()
     return old
 
 
