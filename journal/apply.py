@@ -61,7 +61,6 @@ def apply(
     once it holds the lock, and the others' CAS fails while it does. Starvation is bounded by
     the time it takes to get the lock.
     """
-    rng = rng or random.Random()
     quest_id = event.quest
     conflict: JournalConflict | None = None
     for retries in range(attempts):
@@ -83,6 +82,7 @@ def apply(
             return Applied(answer, slot.head, retries, parent=head)
         except JournalConflict as exc:
             conflict = exc
+            rng = rng or random.Random()  # only on a lost race: seeding one reads urandom
             sleep(rng.uniform(0.0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries)))
     assert conflict is not None
     raise RetriesExhausted(

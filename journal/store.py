@@ -98,6 +98,7 @@ class Journal:
         self._trees: dict[pygit2.Oid, Entries] = {}
         self._quests: dict[pygit2.Oid, Quest] = {}
         self._events: dict[pygit2.Oid, str] = {}
+        self._dicts: dict[pygit2.Oid, dict[str, Any]] = {}  # quest.json of commits written here
 
     @classmethod
     def init(cls, path: str | os.PathLike[str], *, bare: bool = True) -> Journal:
@@ -182,7 +183,11 @@ class Journal:
         return [] if blob.id == _EMPTY_EFFECTS else json.loads(blob.data)  # type: ignore[attr-defined]
 
     def quest_data(self, oid: pygit2.Oid) -> dict[str, Any]:
-        """``quest.json`` of a journal commit, parsed but not turned into a Quest."""
+        """``quest.json`` of a journal commit, parsed but not turned into a Quest (for a commit
+        this instance wrote, the dict it was written from: read it, do not change it)."""
+        known = self._dicts.get(oid)
+        if known is not None:
+            return known
         try:
             return json.loads(self.repo[oid].tree[QUEST].data)  # type: ignore[attr-defined]
         except KeyError:
@@ -345,13 +350,14 @@ class Journal:
         point at the commit (the ref is the truth)."""
         entries = {} if expected_head is None else dict(self._entries(expected_head))
         quest: Quest = decision.quest  # type: ignore[assignment]
-        self._write_files(entries, decision, event, quest)
+        quest_dict = self._write_files(entries, decision, event, quest)
         tree = self._write(_TREE, tree_bytes(entries))
         message = commit_message(decision, event, expected_head)
         commit = self._write(_COMMIT, commit_bytes(tree, expected_head, event, message))
         self._remember(self._trees, commit, entries)
         self._remember(self._quests, commit, quest)
         self._remember(self._events, commit, event.id)
+        self._remember(self._dicts, commit, quest_dict)
         return commit
 
     def fast_forward(self, quest_id: str, expected: pygit2.Oid | None, new: pygit2.Oid) -> None:
@@ -399,10 +405,10 @@ class Journal:
 
     def _write_files(
         self, entries: Entries, decision: Decision, event: BaseEvent, quest: Quest
-    ) -> None:
+    ) -> dict[str, Any]:
         """Rewrite what this transition changes; everything else is carried from the parent
         tree by oid (each loose object written costs a file, so unchanged blobs are never
-        rewritten)."""
+        rewritten). Returns the quest's dict, as written to ``quest.json``."""
         write = self._write
         quest_dict = quest.to_dict()
         entries[QUEST] = (BLOB, write(_BLOB, pretty_json(quest_dict)))
@@ -429,6 +435,7 @@ class Journal:
                 data = quest_dict["decisions"][-1]
                 name = f"{len(quest.decisions):03d}-{record.checkpoint}.json"
                 self._put_in(entries, DECISIONS_DIR, name, pretty_json(data))
+        return quest_dict
 
     def _put_text(self, entries: Entries, name: str, text: str) -> None:
         if not text:

@@ -145,7 +145,8 @@ def quest_apply(
         # is missing. Every statement is conditional, so nothing is written wrongly when that
         # is not so; then the slower paths below fill in.
         audit = audit_statement(workspace, **record)
-        transition = _transition(workspace, event, decision, head, applied.parent)
+        data = journal.quest_data(applied.head)  # the dict the journal wrote, not a copy
+        transition = _transition(workspace, event, decision, data, head, applied.parent)
         results = run_together([*transition.statements, audit.statement])
         inserted = sum(results[i].rowcount for i in transition.operations)
         if results[transition.projection].rowcount != 1:
@@ -163,15 +164,17 @@ class _Transition(NamedTuple):
     operations: range  # the indexes of the ledger rows' inserts
 
 
-def _transition(workspace: Workspace, event: BaseEvent, decision, head: str, parent) -> _Transition:
+def _transition(
+    workspace: Workspace, event: BaseEvent, decision, data: dict, head: str, parent
+) -> _Transition:
     """The statements that project one accepted transition, in order: lock the workspace; move
-    the quest's row from ``parent`` to ``head`` (create it, for a creation), which matches no
-    row when the row is elsewhere; insert the transition's ledger rows only if the row is now
-    at ``head`` (a row at a head means its effects are in the ledger, so then they belong
-    there); record the signal."""
+    the quest's row from ``parent`` to ``head`` (create it, for a creation) to ``data``, the
+    commit's ``quest.json``, which matches no row when the row is elsewhere; insert the
+    transition's ledger rows only if the row is now at ``head`` (a row at a head means its
+    effects are in the ledger, so then they belong there); record the signal."""
     sql = _statements(connection.vendor)
     statements = [Statement(sql.lock, [workspace.pk])] if sql.lock else []
-    fields = projection_fields(decision.quest, head)
+    fields = projection_of(data, head)
     if parent is None:
         row = {"workspace": workspace.pk, "quest_id": decision.quest_id, **fields}
         values = [f.get_db_prep_save(row[f.name], connection) for f in sql.create_fields]
