@@ -2,14 +2,21 @@
 audit), and repair's rate of rebuilding projections from the journals.
 
 Runs against the database in DATABASE_URL (PostgreSQL in CI) or the embedded SQLite default,
-in a throwaway test database created the way Django's test runner does.
-Run: .venv/bin/python benchmarks/engine.py [--quests 200 --per-quest 10 --repair-quests 1000]
+in a throwaway test database created the way Django's test runner does. Every rate is given
+twice: by the clock, and by this process's CPU time (the machine may be shared; the database
+server's own CPU is in the first only). What each event costs is counted too: statements sent
+to the database (on PostgreSQL, round trips), loose objects and refs written to Git.
+Run: .venv/bin/python benchmarks/engine.py [--quests 200 --per-quest 10 --fsync-quests 50
+     --repair-quests 1000 --dir DIR --profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,14 +30,19 @@ import django  # noqa: E402
 
 django.setup()
 
+import pygit2  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
 
+from journal.anchor import anchor_history  # noqa: E402
 from journal.store import Journal  # noqa: E402
 from ledger.models import Operation  # noqa: E402
 from quests.models import Quest, Workspace  # noqa: E402
 from quests.repair import repair_workspace  # noqa: E402
-from quests.services import quest_apply  # noqa: E402
+from quests.services import forget_journals, quest_apply  # noqa: E402
 from tests.core.story import BASE, HEAD, Story  # noqa: E402
+
+APPLY_TARGET, REPAIR_TARGET = 300, 5000
 
 
 def quest_events(quest_id: str, per_quest: int) -> list:
@@ -54,61 +66,175 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quests", type=int, default=200)
     parser.add_argument("--per-quest", type=int, default=10)
+    parser.add_argument("--fsync-quests", type=int, default=50, help="quests, journal fsync on")
     parser.add_argument("--repair-quests", type=int, default=1000)
+    parser.add_argument("--dir", help="where the journals go (default: the system's temp dir)")
+    parser.add_argument("--profile", action="store_true", help="CPU profile of applying events")
     args = parser.parse_args()
 
     old_name = connection.creation.create_test_db(verbosity=0, keepdb=False)
     try:
-        with tempfile.TemporaryDirectory(prefix="ephyra-engine-bench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="ephyra-engine-bench-", dir=args.dir) as tmp:
             run(Path(tmp), args)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
-def run(tmp: Path, args: argparse.Namespace) -> None:
-    print(f"# engine benchmark on {connection.vendor} ({connection.settings_dict['NAME']})")
-    Journal.init(tmp / "apply.git")
-    ws = Workspace.objects.create(slug="bench", name="bench", repository=str(tmp / "apply.git"))
-    events = [e for i in range(args.quests) for e in quest_events(f"q{i:05d}", args.per_quest)]
-    start = time.perf_counter()
-    for event in events:
-        quest_apply(ws, event)
-    took = time.perf_counter() - start
-    print()
-    print("| measure | count | seconds | rate |")
-    print("|---|---:|---:|---:|")
-    print(f"| engine apply (one writer) | {len(events)} events | {took:.2f} | "
-          f"{len(events) / took:,.0f} events/s |")  # fmt: skip
+def database_durability() -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            shown = []
+            for name in ("fsync", "synchronous_commit", "wal_sync_method"):
+                cursor.execute(f"SHOW {name}")
+                shown.append(f"{name}={cursor.fetchone()[0]}")
+            return ", ".join(shown)
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA synchronous")
+            level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[cursor.fetchone()[0]]
+            cursor.execute("PRAGMA journal_mode")
+            return f"PRAGMA synchronous={level}, journal_mode={cursor.fetchone()[0]}"
+    return "unknown"
 
-    # Repair: journals for many quests, projections and ledger wiped, rebuilt in batches.
-    Journal.init(tmp / "repair.git")
-    ws2 = Workspace.objects.create(slug="repair", name="r", repository=str(tmp / "repair.git"))
-    for i in range(args.repair_quests):
+
+def new_workspace(tmp: Path, slug: str, *, fsync: bool) -> Workspace:
+    journal = Journal.init(tmp / f"{slug}.git")
+    if fsync:  # libgit2 then fsyncs each loose object, each ref and their directories
+        journal.repo.config["core.fsyncObjectFiles"] = True
+    return Workspace.objects.create(slug=slug, name=slug, repository=journal.path)
+
+
+def loose_objects(repository: str) -> int:
+    objects = Path(repository) / "objects"
+    return sum(1 for d in objects.iterdir() if len(d.name) == 2 for _ in d.iterdir())
+
+
+class Row:
+    def __init__(self, measure, fsync, count, wall, cpu, units, target=None, n=None):
+        self.cells = [measure, fsync, count, f"{wall:.2f}", f"{cpu:.2f}"]
+        n = n if n is not None else int(count.split()[0])
+        self.cells += [f"{n / wall:,.0f} {units}/s", f"{n / cpu:,.0f} {units}/s"]
+        self.cells.append(f"{n / wall / target:.2f}" if target else "")
+
+
+def timed(work) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def apply_run(tmp: Path, slug: str, quests: int, per: int, fsync: bool, profile: bool) -> Row:
+    ws = new_workspace(tmp, slug, fsync=fsync)
+    events = [e for i in range(quests) for e in quest_events(f"q{i:05d}", per)]
+    profiler = cProfile.Profile(time.process_time) if profile else None
+
+    def work() -> None:
+        if profiler:
+            profiler.enable()
+        for event in events:
+            quest_apply(ws, event)
+        if profiler:
+            profiler.disable()
+
+    wall, cpu = timed(work)
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    label = "on" if fsync else "off"
+    return Row("engine apply (one writer)", label, f"{len(events)} events", wall, cpu, "events",
+               APPLY_TARGET)  # fmt: skip
+
+
+def per_event_counts(tmp: Path, per: int) -> list[tuple[str, str]]:
+    """What one quest's events cost, counted outside the timed runs (counting slows them)."""
+    ws = new_workspace(tmp, "counted", fsync=False)
+    quest_apply(ws, quest_events("warm", 1)[0])  # the first event also opens things
+    events = quest_events("counted", per)
+    objects = loose_objects(ws.repository)
+    anchors = len(anchor_history(ws.repository, ws.slug))
+    with CaptureQueriesContext(connection) as captured:
+        for event in events:
+            quest_apply(ws, event)
+    objects = loose_objects(ws.repository) - objects
+    anchors = len(anchor_history(ws.repository, ws.slug)) - anchors
+    n = len(events)
+    where = "round trips" if connection.vendor == "postgresql" else "statements"
+    return [
+        (f"database {where} (BEGIN and COMMIT included)", f"{len(captured) / n:.1f}"),
+        ("loose objects written to Git (audit anchors included)", f"{objects / n:.1f}"),
+        ("refs moved (the quest's, and the audit anchor's)", f"{(n + anchors) / n:.1f}"),
+        ("audit anchors (every checkpoint decision, every 100th entry)", f"{anchors / n:.1f}"),
+    ]
+
+
+def repair_rows(tmp: Path, quests: int) -> list[Row]:
+    ws = new_workspace(tmp, "repair", fsync=False)
+    for i in range(quests):
         for event in quest_events(f"r{i:05d}", 3):
-            quest_apply(ws2, event)
+            quest_apply(ws, event)
+    rows = []
     for label in ("loose objects", "packed (git gc)"):
         if label.startswith("packed"):
-            import subprocess
+            subprocess.run(["git", "gc", "-q"], cwd=ws.repository, check=True)
+        Quest.objects.filter(workspace=ws).delete()
+        Operation.objects.filter(workspace=ws).delete()
+        forget_journals()  # as after a restart: nothing of the journal is remembered
+        report = None
 
-            subprocess.run(["git", "gc", "-q"], cwd=tmp / "repair.git", check=True)
-        Quest.objects.filter(workspace=ws2).delete()
-        Operation.objects.filter(workspace=ws2).delete()
-        start = time.perf_counter()
-        report = repair_workspace(ws2)
-        took = time.perf_counter() - start
-        assert len(report.projections_created) == args.repair_quests
-        print(f"| repair from scratch, {label} | {args.repair_quests} quests, "
-              f"{len(report.operations_created)} ledger rows | {took:.2f} | "
-              f"{args.repair_quests / took:,.0f} quests/s |")  # fmt: skip
-        start = time.perf_counter()
-        again = repair_workspace(ws2)
-        took = time.perf_counter() - start
-        assert not again.changed
-        print(f"| repair with nothing to do, {label} | {args.repair_quests} quests | "
-              f"{took:.2f} | {args.repair_quests / took:,.0f} quests/s |")  # fmt: skip
+        def scratch() -> None:
+            nonlocal report
+            report = repair_workspace(ws)
+
+        wall, cpu = timed(scratch)
+        assert report is not None and len(report.projections_created) == quests
+        count = f"{quests} quests, {len(report.operations_created)} ledger rows"
+        rows.append(Row(f"repair from scratch, {label}", "off", count, wall, cpu, "quests",
+                        REPAIR_TARGET, quests))  # fmt: skip
+        wall, cpu = timed(lambda: repair_workspace(ws))
+        assert not repair_workspace(ws).changed
+        rows.append(Row(f"repair with nothing to do, {label}", "off", f"{quests} quests",
+                        wall, cpu, "quests"))  # fmt: skip
+    return rows
+
+
+def probe_file_creation(tmp: Path) -> float:
+    """µs to create one small file where the journals are: most of a journal write is
+    creating files (a loose object each, a lock file per ref), and on a shared machine that
+    cost moves a lot from one minute to the next."""
+    probe = tmp / "probe"
+    probe.mkdir()
+    wall = time.perf_counter()
+    for i in range(200):
+        (probe / f"f{i}").write_bytes(b"x" * 200)
+    return (time.perf_counter() - wall) / 200 * 1e6
+
+
+def run(tmp: Path, args: argparse.Namespace) -> None:
+    print(f"# engine benchmark on {connection.vendor} ({connection.settings_dict['NAME']})")
+    print(f"database durability: {database_durability()}")
+    print(f"journals in {tmp}: creating a small file takes {probe_file_creation(tmp):.0f} µs")
+    rows = [apply_run(tmp, "apply", args.quests, args.per_quest, False, args.profile)]
+    if args.fsync_quests:
+        rows.append(apply_run(tmp, "fsync", args.fsync_quests, args.per_quest, True, False))
+    counts = per_event_counts(tmp, args.per_quest)
+    rows += repair_rows(tmp, args.repair_quests)
+    print(f"file creation after the runs: {probe_file_creation(tmp / 'apply.git'):.0f} µs")
     print()
-    print("targets: engine apply >= 300 events/s on PostgreSQL; repair >= 5,000 quests/s")
-    print("fsync: libgit2's default (off) for the journal; the database's own settings.")
+    print("| measure | journal fsync | count | seconds | CPU seconds | rate | rate by CPU time "
+          "| ratio to target |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print("| " + " | ".join(row.cells) + " |")
+    print()
+    print(f"| per accepted event (one quest's {args.per_quest} events) | count |")
+    print("|---|---:|")
+    for name, value in counts:
+        print(f"| {name} | {value} |")
+    print()
+    print(f"targets: engine apply >= {APPLY_TARGET} events/s on PostgreSQL; repair >= "
+          f"{REPAIR_TARGET:,} quests/s (ratio: the clock's rate over the target)")  # fmt: skip
+    print("journal fsync: off is libgit2's default; on is core.fsyncObjectFiles=true (each loose")
+    print("object, ref and their directories fsynced). The database's fsync is its own setting,")
+    print("shown above. The CPU rate counts this process only, not the database server's.")
+    print(f"libgit2 {pygit2.LIBGIT2_VERSION}, pygit2 {pygit2.__version__}")
 
 
 if __name__ == "__main__":

@@ -239,6 +239,16 @@ def repair_workspace(workspace: Workspace, report: RepairReport | None = None) -
 
 def _known_keys(keys: list[str]) -> set[str]:
     known: set[str] = set()
+    if connection.vendor == "postgresql":
+        # One array parameter, not one placeholder per key: parsing the query and preparing
+        # each key as a lookup cost more than the lookup.
+        table = connection.ops.quote_name(Operation._meta.db_table)
+        with connection.cursor() as cursor:
+            for start in range(0, len(keys), 10 * BATCH):
+                chunk = keys[start : start + 10 * BATCH]
+                cursor.execute(f'SELECT "key" FROM {table} WHERE "key" = ANY(%s)', [chunk])
+                known.update(key for (key,) in cursor.fetchall())
+        return known
     for start in range(0, len(keys), BATCH):
         chunk = keys[start : start + BATCH]
         known.update(Operation.objects.filter(key__in=chunk).values_list("key", flat=True))

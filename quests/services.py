@@ -80,6 +80,12 @@ def workspace_journal(workspace: Workspace) -> Journal:
     return journal
 
 
+def forget_journals() -> None:
+    """Drop this thread's open journals and what they remember, as a restarted process
+    would have (benchmarks measure repair that way)."""
+    _journals.__dict__.pop("by_path", None)
+
+
 @functools.lru_cache(maxsize=64)
 def _machine_policy(text: str | None, source: str) -> MachinePolicy:
     policy = default_policy() if text is None else parse_policy(text, source)

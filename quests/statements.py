@@ -12,6 +12,8 @@ statements simply run one after the other.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -112,29 +114,27 @@ def insert_where_sql(model: Any, fields: list, condition: str, *, ignore_conflic
 
 
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_COPY_SPECIAL = re.compile(r"[\\\n\r\t]")
 
 
 def copy_rows(model: Any, workspace: Any, rows: list[dict]) -> None:
     """Insert ``rows`` (values by field name; other fields at their defaults, as
     ``prepared``) with PostgreSQL's COPY, in its text format written here: one string for the
-    whole batch instead of each value prepared by its field and then dumped by psycopg, which
-    costs more than the COPY itself."""
+    whole batch, each value turned into text by a function picked once per field, instead of
+    prepared by its field and then dumped by psycopg, which costs more than the COPY itself."""
     names = set(rows[0])
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     template = model(workspace=workspace)
-    columns: list[str | tuple[str, Any]] = []
+    parts, variable = [], []
     for f in fields:
-        encoder = (f.encoder or _JSON) if isinstance(f, models.JSONField) else None
+        text = _copy_text(f)
         if f.name in names:
-            columns.append((f.name, encoder))
-        else:  # a default: the same text for every row
-            columns.append(_copy_text(f.pre_save(template, True), encoder))
-    lines = [
-        "\t".join(
-            [c if type(c) is str else _copy_text(row[c[0]], c[1]) for c in columns]  # type: ignore[index]
-        )
-        for row in rows
-    ]
+            parts.append("%s")
+            variable.append((f.name, text))
+        else:  # a default: the same text in every row
+            parts.append(text(f.pre_save(template, True)).replace("%", "%%"))
+    line = "\t".join(parts) + "\n"
+    data = "".join([line % tuple([text(row[name]) for name, text in variable]) for row in rows])
     qn = connection.ops.quote_name
     sql = f"COPY {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) FROM STDIN"
     # psycopg's own cursor: Django has no COPY; its errors still come out as Django's.
@@ -143,31 +143,35 @@ def copy_rows(model: Any, workspace: Any, rows: list[dict]) -> None:
         connection.wrap_database_errors,
         cursor.cursor.copy(sql) as copy,
     ):
-        copy.write("\n".join(lines) + "\n")
+        copy.write(data)
 
 
-_JSON = json.JSONEncoder
+def _copy_text(field: Any) -> Callable[[Any], str]:
+    """How a value of ``field`` is written in COPY's text format (None is SQL NULL, as Django
+    stores a JSON field's None too)."""
+    if isinstance(field, models.JSONField):
+        encoder = field.encoder
+        # JSON text never holds a raw newline or tab; only its backslashes need escaping.
+        return lambda v: "\\N" if v is None else json.dumps(v, cls=encoder).replace("\\", "\\\\")
+    if isinstance(field, models.DateTimeField):
+        return _copy_datetime
+    if isinstance(field, models.BooleanField):
+        return lambda v: "\\N" if v is None else ("t" if v else "f")
+    if isinstance(field, models.IntegerField | models.ForeignKey):
+        return lambda v: "\\N" if v is None else str(int(v))
+    return _copy_str
 
 
-def _copy_text(value: Any, encoder: type[json.JSONEncoder] | None) -> str:
-    """One value in COPY's text format; ``encoder`` for a JSON field (its SQL NULL is None, as
-    Django stores it)."""
+def _copy_str(value: Any) -> str:
     if value is None:
         return "\\N"
-    if encoder is not None:
-        text = json.dumps(value, cls=encoder)
-    elif value is True or value is False:
-        return "t" if value else "f"
-    elif isinstance(value, str):
-        text = str.__str__(value)  # a choices enum's own text, as psycopg would send it
-    elif isinstance(value, int):
-        return str(value)
-    elif isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError(f"a naive datetime for COPY: {value!r}")
-        text = value.isoformat()
-    else:
-        raise TypeError(f"no COPY text for {type(value).__name__}")
-    if "\\" in text or "\n" in text or "\t" in text or "\r" in text:
-        return text.translate(_COPY_ESCAPES)
-    return text
+    text = str.__str__(value)  # a choices enum's own text, as psycopg would send it
+    return text.translate(_COPY_ESCAPES) if _COPY_SPECIAL.search(text) else text
+
+
+def _copy_datetime(value: datetime | None) -> str:
+    if value is None:
+        return "\\N"
+    if value.tzinfo is None:
+        raise ValueError(f"a naive datetime for COPY: {value!r}")
+    return value.isoformat()
