@@ -25,6 +25,7 @@ import string
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ephyra.ingest.rules import RULES, SECRET_KEY_WORDS, Rule
 
@@ -148,12 +149,13 @@ class _Compiled:
             return lo, hi
         return None
 
-    def apply(self, text: str, subject: str) -> str:
+    def apply(self, text: str, subject: str, start: int = 0) -> str:
         """Replace in ``text`` what the pattern finds in ``subject`` (``text`` or its
-        lowercase copy, of the same length)."""
+        lowercase copy, of the same length), from ``start`` on (where a match can begin: the
+        lookbehinds still see what comes before)."""
         pieces: list[str] = []
         last = 0
-        for match in self.regex.finditer(subject):
+        for match in self.regex.finditer(subject, start):
             span = self._span(text, match)
             if span is None:
                 continue
@@ -290,9 +292,73 @@ def _any_hint(hints: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(map(re.escape, sorted(hints, key=len, reverse=True))))
 
 
+# -- where a rule's first match can begin --------------------------------------------------
+# A pattern led by a lookbehind or \b is tried at every position of the line, and most of a line
+# lies before anything the rule could match. Each window below is the first position a match can
+# begin at, from what every match holds (-1: none can), and the scan starts there; the lookbehind
+# still reads the character before it, so the matches are the same. ``raw`` is the line's UTF-8
+# and ``skeleton`` that with each digit a 0: their offsets are the line's when it is ASCII.
+
+_EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"
+
+
+def _email_window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
+    # local part then "@": a match beginning before the first "@" has its local part end there,
+    # so it begins where the run of local-part characters before that "@" does.
+    at = text.find("@")
+    return len(text[:at].rstrip(_EMAIL_LOCAL)) if at >= 0 else -1
+
+
+def _ipv4_window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
+    # an octet (1-3 digits) and a dot first: at most two characters before the first digit
+    # that a dot follows.
+    if len(raw) != len(text):
+        return 0
+    first = skeleton.find(b"0.")
+    return max(first - 2, 0) if first >= 0 else -1
+
+
+def _ipv6_window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
+    # up to four hex digits, then a colon
+    first = text.find(":")
+    return max(first - 4, 0) if first >= 0 else -1
+
+
+def _run_window(size: int) -> Callable[[str, str, bytes, bytes], int]:
+    needle = b"a" * size
+
+    def window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
+        # the whole match lies in a run of token characters at least ``size`` long
+        if len(raw) != len(text):
+            return 0
+        return raw.translate(_RUN_BYTES).find(needle)
+
+    return window
+
+
+def _hint_window(hint: str, on_lower: bool) -> Callable[[str, str, bytes, bytes], int]:
+    def window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
+        # every match begins with the hint
+        return (lower if on_lower else text).find(hint)
+
+    return window
+
+
+_WINDOWS: dict[str, Callable[[str, str, bytes, bytes], int]] = {
+    "email": _email_window,
+    "ipv4": _ipv4_window,
+    "ipv6": _ipv6_window,
+    "high-entropy": _run_window(24),
+    "aws-secret-key": _run_window(40),
+    "jwt": _hint_window("eyJ", False),
+    "bearer-token": _hint_window("bearer", True),
+    "basic-auth": _hint_window("basic", True),
+}
+
+
 # One line rule: (compiled, pattern on the lowercase copy, shortest match, needs as bits, gate,
 # hints, their search when they are many, hints in the lowercase copy, screen kind and needle,
-# position in the table).
+# position in the table, window).
 _LineRule = tuple[
     _Compiled,
     bool,
@@ -305,6 +371,7 @@ _LineRule = tuple[
     int,
     bytes,
     int,
+    "Callable[[str, str, bytes, bytes], int] | None",
 ]
 
 
@@ -315,7 +382,8 @@ def _line_rule(position: int, c: _Compiled) -> _LineRule:
     kind, needle = _parse_screen(c.rule.screen)
     hints = c.rule.hints
     return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints), hints,
-            _any_hint(hints), c.rule.hints_lower, kind, needle, position)  # fmt: skip
+            _any_hint(hints), c.rule.hints_lower, kind, needle, position,
+            _WINDOWS.get(c.rule.name))  # fmt: skip
 
 
 _LINE_RULES: tuple[_LineRule, ...] = tuple(
@@ -343,7 +411,7 @@ def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_Lin
     runs = digits = b""
     out = []
     for rule in rules:
-        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _ = rule
+        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _, _ = rule
         if size < shortest:
             continue
         if hints:
@@ -391,6 +459,13 @@ _REPLANS: dict[tuple[bytes, int, int], tuple[_LineRule, ...]] = {}
 PLAN_CACHE_SIZE = 8192
 
 
+def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
+    if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
+        if len(plans) >= PLAN_CACHE_SIZE:
+            plans.clear()
+        plans[key] = plan
+
+
 def _redact_line(text: str) -> str:
     # The needs are read once, from the line as it came; the length, hints and screens from the
     # line as the rules before have left it.
@@ -401,16 +476,18 @@ def _redact_line(text: str) -> str:
     if plan is None:
         mask = _features(text, lower)
         plan = mask, _gated(text, lower, raw, skeleton, _rules_for(mask))
-        if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
-            if len(_PLANS) >= PLAN_CACHE_SIZE:
-                _PLANS.clear()
-            _PLANS[skeleton] = plan
+        _remember_plan(_PLANS, skeleton, plan)
     mask, todo = plan
     i = 0
     while i < len(todo):
         rule = todo[i]
         i += 1
-        out = rule[0].apply(text, lower if rule[1] else text)
+        start = 0
+        if rule[11] is not None:
+            start = rule[11](text, lower, raw, skeleton)
+            if start < 0:
+                continue
+        out = rule[0].apply(text, lower if rule[1] else text, start)
         if out is text:
             continue
         # Later rules read the new text. Its secrets were in the old text, with the features
@@ -418,15 +495,11 @@ def _redact_line(text: str) -> str:
         text, lower = out, _lowercase(out)
         raw = text.encode("utf-8", "surrogatepass")
         skeleton = raw.translate(_DIGIT_SKELETON)
-        after = rule[10]
-        key = (skeleton, mask, after)
+        key = (skeleton, mask, rule[10])
         replan = _REPLANS.get(key)
         if replan is None:
-            replan = _gated(text, lower, raw, skeleton, _rules_for(mask, after))
-            if LINE_CACHE_SIZE:
-                if len(_REPLANS) >= PLAN_CACHE_SIZE:
-                    _REPLANS.clear()
-                _REPLANS[key] = replan
+            replan = _gated(text, lower, raw, skeleton, _rules_for(mask, rule[10]))
+            _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
     return text
 
