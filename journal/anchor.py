@@ -76,6 +76,7 @@ _opened = threading.local()
 # Anchors already parsed, by commit and workspace: a commit never changes, so none goes stale.
 _parsed: dict[tuple[pygit2.Oid, str], Anchor] = {}
 _PARSED_LIMIT = 4096
+_OPENED_LIMIT = 32
 
 Writer = Callable[[int, bytes], pygit2.Oid]
 
@@ -93,6 +94,8 @@ def _open_writing(
             opened = pygit2.Repository(key)
         except pygit2.GitError as exc:
             raise AnchorError(f"no Git repository at {repo}: {exc}") from None
+        if len(cache) >= _OPENED_LIMIT:  # a process serves a few workspaces; tests, many
+            cache.clear()
         known = cache[key] = (opened, loose_writer(opened))
     return known
 
