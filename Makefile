@@ -29,8 +29,10 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/fold.py
 	$(BIN)/python benchmarks/journal.py
+	$(BIN)/python benchmarks/engine.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/ingest_http.py
+	$(BIN)/python benchmarks/triage.py
 	$(BIN)/python benchmarks/effects.py
 	$(BIN)/python benchmarks/faults.py --runs 20
 
