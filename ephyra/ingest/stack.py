@@ -104,6 +104,7 @@ _PY_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>[0-9]+)(?:, in 
 _EXC_LINE = re.compile(r"(?P<type>[A-Za-z_$][\w$.]*(?:\[[^\]\n]*\])?)(?::[ \t]?(?P<msg>.*))?")
 _FRAME_CACHE: dict[tuple[str, ...], Frame] = {}
 _FRAME_CACHE_SIZE = 8192
+_UNSEEN = object()
 
 
 def _remember(key: tuple[str, ...], frame: Frame) -> Frame:
@@ -134,19 +135,48 @@ def _python_frame(file: str, line: str, func: str) -> Frame:
     return frame
 
 
-def _python(text: str) -> ParsedStack:
+def _remember_line(cache: dict[str, Frame | None], line: str, frame: Frame | None) -> None:
+    if len(cache) >= _FRAME_CACHE_SIZE:
+        cache.clear()
+    cache[line] = frame
+
+
+_PY_LINES: dict[str, Frame | None] = {}  # a line → its frame, or None: it is not a frame line
+
+
+def _python_line(line: str) -> Frame | None:
+    """The frame a ``File "…", line N, in f`` line names. Only the first ``File "`` of a line
+    can be a frame (any later one has it before it), and only after indentation or the
+    ``|``/``+``/``-`` that exception groups draw."""
+    found = _PY_LINES.get(line, _UNSEEN)
+    if found is _UNSEEN:
+        found = None
+        at = line.find('File "')
+        if at >= 0 and not line[:at].strip(" \t|+-"):
+            m = _PY_FRAME.match(line, at)
+            if m is not None:
+                found = _python_frame(m["file"], m["line"], m["func"] or "")
+        _remember_line(_PY_LINES, line, found)
+    return found  # type: ignore[return-value]
+
+
+def _python(text: str, lines: list[str]) -> ParsedStack:
+    # Of a chained exception, the last traceback: its header may sit inside a line.
     start = text.rfind(_PY_HEADER)
-    body = text[start:] if start >= 0 else text
+    body = lines
+    if start >= 0:
+        row = text.count("\n", 0, start)
+        column = start - (text.rfind("\n", 0, start) + 1)
+        body = [lines[row][column:], *lines[row + 1 :]]
     frames = []
-    end = 0
-    for m in _PY_FRAME.finditer(body):
-        line_start = body.rfind("\n", 0, m.start()) + 1
-        if body[line_start : m.start()].strip(" \t|+-"):
-            continue  # "File " inside some other line
-        frames.append(_python_frame(m["file"], m["line"], m["func"] or ""))
-        end = m.end()
+    last = -1  # the line of the last frame
+    for i, line in enumerate(body):
+        frame = _python_line(line)
+        if frame is not None:
+            frames.append(frame)
+            last = i
     exc_type = message = ""
-    for line in body[end:].split("\n")[1:]:
+    for line in body[max(last, 0) + 1 :]:
         if not line.strip() or line[:1] in " \t|":
             continue
         found = _EXC_LINE.fullmatch(line.strip())
@@ -159,19 +189,27 @@ def _python(text: str) -> ParsedStack:
 
 # -- JavaScript -----------------------------------------------------------------------------
 
-_AT = re.compile(r"(?m)at (?P<rest>[^\n]+)")
 _GECKO_FRAME = re.compile(r"^(?P<func>[^@\s]*)@(?P<loc>\S+?:\d+:\d+)[ \t]*$", re.M)
 _LOCATION = re.compile(r"(?P<file>.+?):(?P<line>[0-9]+)(?::[0-9]+)?")
 _EVAL_LOCATION = re.compile(r"\(([^()]+:[0-9]+:[0-9]+)\)")
 
 
-def _at_lines(text: str) -> list[tuple[int, str]]:
-    """(offset, text after "at ") of every line that is indentation, "at ", then a frame."""
+def _at_rest(line: str) -> str | None:
+    """What follows "at " on a line that is indentation then "at " then something (the
+    frame lines of V8 and Java), stripped at the end; None for any other line."""
+    body = line.lstrip(" \t")
+    if len(body) == len(line) or len(body) <= 3 or not body.startswith("at "):
+        return None
+    return body[3:].rstrip()
+
+
+def _at_lines(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, text after "at ") of every line that is indentation, "at ", then a frame."""
     out = []
-    for m in _AT.finditer(text):
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        if m.start() > line_start and not text[line_start : m.start()].strip(" \t"):
-            out.append((m.start(), m["rest"].rstrip()))
+    for i, line in enumerate(lines):
+        rest = _at_rest(line)
+        if rest is not None:
+            out.append((i, rest))
     return out
 
 
@@ -198,8 +236,9 @@ def _js_frame(func: str, loc: str) -> Frame:
     return _remember(key, Frame(file, line, name or "<anonymous>", None, _js_in_app(file)))
 
 
-def _first_error_line(text: str, before: int) -> tuple[str, str]:
-    lines = [line.strip() for line in text[:before].split("\n") if line.strip()]
+def _first_error_line(lines: list[str]) -> tuple[str, str]:
+    """The exception named by the lines before the first frame."""
+    lines = [line.strip() for line in lines if line.strip()]
     for line in lines:
         found = _EXC_LINE.fullmatch(line)
         if found and found["msg"] is not None:
@@ -229,23 +268,37 @@ def _v8_frame(rest: str) -> Frame | None:
     return None if frame is _NOT_A_FRAME else frame
 
 
-def _javascript(text: str) -> ParsedStack:
+_V8_LINES: dict[str, Frame | None] = {}  # a line → its V8 frame, or None
+
+
+def _v8_line(line: str) -> Frame | None:
+    found = _V8_LINES.get(line, _UNSEEN)
+    if found is _UNSEEN:
+        rest = _at_rest(line)
+        found = None if rest is None else _v8_frame(rest)
+        _remember_line(_V8_LINES, line, found)
+    return found  # type: ignore[return-value]
+
+
+def _javascript(text: str, lines: list[str]) -> ParsedStack:
     frames = []
-    first = -1
-    for offset, rest in _at_lines(text):
-        frame = _v8_frame(rest)
+    first = -1  # the line of the first frame
+    for i, line in enumerate(lines):
+        frame = _v8_line(line)
         if frame is None:
             continue
         if first < 0:
-            first = offset
+            first = i
         frames.append(frame)
-    if not frames:
-        gecko = list(_GECKO_FRAME.finditer(text))
-        frames = [_js_frame(m["func"], m["loc"]) for m in gecko]
-        first = gecko[0].start() if gecko else -1
+    if not frames and "@" in text:  # Firefox and Safari: a frame a line, f@file:line:col
+        for i, line in enumerate(lines):
+            found = _GECKO_FRAME.match(line)
+            if found:
+                first = i if first < 0 else first
+                frames.append(_js_frame(found["func"], found["loc"]))
     if not frames:
         return _EMPTY
-    exc_type, message = _first_error_line(text, first)
+    exc_type, message = _first_error_line(lines[:first])
     return ParsedStack("javascript", tuple(frames), exc_type, message)
 
 
@@ -282,14 +335,31 @@ def _java_frame(rest: str) -> Frame | None:
     return _remember(key, Frame(file or src, number, m["method"], cls, in_app))
 
 
-def _java(text: str) -> ParsedStack:
+_JAVA_LINES: dict[str, Frame | None] = {}  # a line → its Java frame, or None
+
+
+def _java_line(line: str) -> Frame | None:
+    found = _JAVA_LINES.get(line, _UNSEEN)
+    if found is _UNSEEN:
+        rest = _at_rest(line)
+        found = None if rest is None else _java_frame(rest)
+        _remember_line(_JAVA_LINES, line, found)
+    return found  # type: ignore[return-value]
+
+
+def _java(text: str, lines: list[str]) -> ParsedStack:
+    # The top exception's block: up to a line that starts "Caused by:" or "Suppressed:".
     ends = [i for i in (text.find("\nCaused by:"), text.find("\nSuppressed:")) if i >= 0]
-    block = text[: min(ends)] if ends else text
-    frames = [f for f in (_java_frame(rest) for _, rest in _at_lines(block)) if f is not None]
+    block = lines[: text.count("\n", 0, min(ends)) + 1] if ends else lines
+    frames = []
+    for line in block:
+        frame = _java_line(line)
+        if frame is not None:
+            frames.append(frame)
     if not frames:
         return _EMPTY
     exc_type = message = ""
-    for line in block.split("\n"):
+    for line in block:
         if line.strip():
             head = _JAVA_HEAD.fullmatch(line.strip())
             if head:
@@ -390,14 +460,20 @@ def _go_frame(call: str, place: str) -> Frame | None:
     return _remember(key, Frame(file, int(line), func, package, in_app))
 
 
-def _go(text: str) -> ParsedStack:
+def _go(text: str, lines: list[str]) -> ParsedStack:
     head = _GO_GOROUTINE.search(text)
     if head is None:
         return _EMPTY
-    lines = text[head.end() :].lstrip("\n").split("\n")
+    # What follows the header (which lies within a line), from the first line that is not empty.
+    row = text.count("\n", 0, head.start())
+    column = head.end() - (text.rfind("\n", 0, head.start()) + 1)
+    after = [lines[row][column:], *lines[row + 1 :]]
+    skip = 0
+    while skip < len(after) and not after[skip]:
+        skip += 1
     frames = []
     pending = ""
-    for line in lines:
+    for line in after[skip:]:
         if not line.strip():
             break  # the panicking goroutine ends at the first blank line
         if line.startswith("\t"):
@@ -422,15 +498,16 @@ _JAVA_SOURCE = (".java:", ".kt:", ".scala:", "(Native Method)", "(Unknown Source
 
 def detect_language(text: str) -> Language:
     """The language whose trace format ``text`` has, or ``""``."""
-    if 'File "' in text and any(
-        not text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip(" \t|+-")
-        for m in _PY_FRAME.finditer(text)
-    ):
+    return _detect(text, text.split("\n"))
+
+
+def _detect(text: str, lines: list[str]) -> Language:
+    if 'File "' in text and any(_python_line(line) is not None for line in lines):
         return "python"
     if "goroutine " in text and _GO_GOROUTINE.search(text):
         return "go"
     if "at " in text:
-        rests = [rest for _, rest in _at_lines(text)]
+        rests = [rest for _, rest in _at_lines(lines)]
         if any(marker in rest for rest in rests for marker in _JAVA_SOURCE):
             return "java"
         if any(
@@ -445,17 +522,20 @@ def detect_language(text: str) -> Language:
     return ""
 
 
-def parse_stack(text: str, language: str = "") -> ParsedStack:
+def parse_stack(text: str, language: str = "", lines: list[str] | None = None) -> ParsedStack:
     """Frames of ``text``. ``language`` is a hint (a ``telemetry.sdk.language`` value is fine);
-    when it is absent, unknown, or its parser finds nothing, the shape of the text decides."""
+    when it is absent, unknown, or its parser finds nothing, the shape of the text decides.
+    ``lines`` is ``text.split("\\n")`` when the caller has it already."""
     if not text:
         return _EMPTY
+    if lines is None:
+        lines = text.split("\n")
     hinted = SDK_LANGUAGES.get(language.lower(), "") if language else ""
     if hinted:
-        parsed = _PARSERS[hinted](text)
+        parsed = _PARSERS[hinted](text, lines)
         if parsed.frames:
             return parsed
-    detected = detect_language(text)
+    detected = _detect(text, lines)
     if detected and detected != hinted:
-        return _PARSERS[detected](text)
+        return _PARSERS[detected](text, lines)
     return _EMPTY
