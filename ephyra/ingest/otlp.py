@@ -128,7 +128,14 @@ def _value(v: Any, depth: int = 0) -> Any:
 
 
 def _attributes(items: Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in items}
+    out = {}
+    for kv in items:
+        value = kv.value
+        # most values are strings: read them without the call
+        out[kv.key] = (
+            value.string_value if value.WhichOneof("value") == "string_value" else _value(value)
+        )
+    return out
 
 
 def _hex_id(raw: bytes, size: int, name: str) -> str:

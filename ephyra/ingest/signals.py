@@ -195,6 +195,8 @@ def log_severity(number: int, text: str) -> Severity | None:
 
 def clean(text: str) -> str:
     """No NUL (PostgreSQL refuses it) and no lone surrogate (JSON can smuggle one in)."""
+    if text.isascii():  # a flag of the string, no scan: ASCII holds no surrogate
+        return text.replace("\x00", "\ufffd") if "\x00" in text else text
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
     try:
@@ -244,6 +246,22 @@ def value_text(value: Any) -> str:
     return json.dumps(_masked(value), ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+# Attribute names recur in every record: each one's redacted form and whether it names a secret,
+# remembered (in memory only, like redaction's line cache).
+_KEYS: dict[str, tuple[str, bool]] = {}
+_KEYS_SIZE = 4096
+
+
+def _key(key: str) -> tuple[str, bool]:
+    found = _KEYS.get(key)
+    if found is None:
+        found = cut(redact(clean(key)), MAX_VALUE), is_secret_key(key)
+        if len(_KEYS) >= _KEYS_SIZE:
+            _KEYS.clear()
+        _KEYS[key] = found
+    return found
+
+
 def redacted_attributes(
     values: Mapping[str, Any], skip: frozenset[str] = frozenset()
 ) -> dict[str, str]:
@@ -253,9 +271,11 @@ def redacted_attributes(
             continue
         if len(out) == MAX_ATTRIBUTES:
             break
-        safe_key = cut(redact(clean(key)), MAX_VALUE)
-        if is_secret_key(key):
+        safe_key, secret = _key(key)
+        if secret:
             out[safe_key] = SECRET_PLACEHOLDER
+        elif type(value) is str:
+            out[safe_key] = cut(redact(clean(value)), MAX_VALUE)
         else:
             out[safe_key] = cut(redact(clean(value_text(value))), MAX_VALUE)
     return out
