@@ -546,16 +546,33 @@ def redact(text: str) -> str:
         hit = _cache.get(text)
         if hit is not None:
             return hit
+        if "PRIVATE KEY-----" in text:
+            text = _WHOLE_TEXT.apply(text, text)
+        return _cached_line(text)
+    return "\n".join(_redacted_lines(text))
+
+
+def redact_lines(text: str) -> list[str]:
+    """``redact(text).split("\\n")``, without the join and the split (the stack parser reads
+    the lines)."""
+    if len(text) < 3:
+        return text.split("\n")
+    if "\n" not in text:
+        return [redact(text)]
+    return _redacted_lines(text)
+
+
+def _redacted_lines(text: str) -> list[str]:
     if "PRIVATE KEY-----" in text:
         text = _WHOLE_TEXT.apply(text, text)
-    if "\n" not in text:
-        return _cached_line(text)
+        if "\n" not in text:
+            return [_cached_line(text)]
     if not LINE_CACHE_SIZE:
-        return "\n".join([_redact_line(line) for line in text.split("\n")])
+        return [_redact_line(line) for line in text.split("\n")]
     get = _cache.get  # the current generation; _cached_line looks in the older one
-    return "\n".join(
-        [hit if (hit := get(line)) is not None else _cached_line(line) for line in text.split("\n")]
-    )
+    return [
+        hit if (hit := get(line)) is not None else _cached_line(line) for line in text.split("\n")
+    ]
 
 
 def is_secret_key(key: str) -> bool:

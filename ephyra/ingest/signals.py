@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ephyra.core.states import Severity
 from ephyra.ingest.fingerprint import FINGERPRINT_VERSION, fingerprint, frame_key
-from ephyra.ingest.redact import SECRET_PLACEHOLDER, is_secret_key, redact
+from ephyra.ingest.redact import SECRET_PLACEHOLDER, is_secret_key, redact, redact_lines
 from ephyra.ingest.stack import Frame, detect_language, normalise_path, parse_stack
 from ephyra.policy.triage import SignalFacts
 
@@ -346,15 +346,18 @@ def build_candidate(
     (read after the event's own, which win)."""
     exc_type = cut(redact(clean(value_text(attributes.get(EXCEPTION_TYPE)))), MAX_VALUE)
     message = cut(redact(clean(value_text(attributes.get(EXCEPTION_MESSAGE)))), MAX_MESSAGE)
-    stacktrace = cut(
-        redact(clean(value_text(attributes.get(EXCEPTION_STACKTRACE)))), MAX_STACKTRACE
-    )
+    # The redacted lines go to the stack parser as they are (no split of the joined text).
+    lines: list[str] | None = redact_lines(clean(value_text(attributes.get(EXCEPTION_STACKTRACE))))
+    stacktrace = "\n".join(lines)
+    if len(stacktrace) > MAX_STACKTRACE:
+        stacktrace, lines = cut(stacktrace, MAX_STACKTRACE), None
     body_text = cut(redact(clean(value_text(body))), MAX_MESSAGE) if body is not None else ""
     if not stacktrace and body_text and detect_language(body_text):
         stacktrace, body_text = body_text, ""  # a trace logged as plain text (stderr, filelog)
+        lines = None
     if not message and body_text:
         message, body_text = body_text, ""
-    parsed = parse_stack(stacktrace, resource.language)
+    parsed = parse_stack(stacktrace, resource.language, lines)
     if not exc_type:
         exc_type = parsed.exception_type
     if not message:
