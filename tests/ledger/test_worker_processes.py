@@ -138,7 +138,12 @@ def test_the_celery_worker_serves_a_quest_from_signal_to_closed_on_its_doorbell(
         if quest is not None and (not seen or seen[-1] != quest.state):
             seen.append(quest.state)
         approve_checkpoints(workspace, approved)
-        return quest is not None and quest.state == "closed"
+        # The closing transition asks for effects of its own (the regression probe): wait for
+        # those too, not only for the state the projection shows first.
+        busy = Operation.objects.filter(
+            workspace=workspace, state__in=[State.PENDING, State.STARTED]
+        )
+        return quest is not None and quest.state == "closed" and not busy.exists()
 
     assert wait_until(progressed, 90, interval=0.1), f"{seen}\n{worker.tail()}"
     assert {"hypothesised", "planned", "ready", "closed"} <= set(seen)
