@@ -20,6 +20,11 @@ import math
 import re
 from typing import Any
 
+try:  # a declared dependency; without it the standard library reads every body
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
 from ephyra.core.states import Severity
 from ephyra.ingest.errors import OtlpDecodeError
 from ephyra.ingest.signals import (
@@ -44,6 +49,7 @@ _VALUE_KEYS = (
     "bytesValue",
 )
 _FLOAT_WORDS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_WIDE_INTEGER = re.compile(rb"-[0-9]{19}|[0-9]{20}")
 
 
 def _kind(value: Any) -> str:
@@ -62,6 +68,9 @@ def _kind(value: Any) -> str:
 
 def load(body: bytes) -> dict[str, Any]:
     """The request object, or ``OtlpDecodeError`` with the parser's own words."""
+    data = _fast_load(body)
+    if data is not None:
+        return data
     try:
         data = json.loads(body)
     except UnicodeDecodeError as error:
@@ -73,6 +82,23 @@ def load(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise OtlpDecodeError(f"an OTLP JSON request must be an object, got {_kind(data)}")
     return data
+
+
+def _fast_load(body: bytes) -> Any:
+    """The request through orjson (about twice as fast) when it reads it exactly as the standard
+    library would; None to let the standard library decide, with its own words for errors.
+
+    orjson refuses what ``json`` reads leniently (NaN, a BOM, UTF-16, lone surrogates, 1e400,
+    deep nesting): those fall through. It reads an integer past 64 bits as a float where
+    ``json`` keeps it exact: a body with a number that long (a digit run of 20, or of 19 after
+    a minus) is left to ``json``. Otherwise both give the same values (numbers fuzzed)."""
+    if _orjson is None or _WIDE_INTEGER.search(body) is not None:
+        return None
+    try:
+        data = _orjson.loads(body)
+    except _orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 # -- structure (errors fail the request) ----------------------------------------------------

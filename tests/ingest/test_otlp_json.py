@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ephyra.ingest import JSON, OtlpDecodeError, parse_logs, parse_traces
+from ephyra.ingest import JSON, OtlpDecodeError, otlp_json, parse_logs, parse_traces
 from tests.ingest.otel import fixture
 
 # The specification's examples/logs.json record, as an error with an exception.
@@ -254,3 +254,24 @@ def test_a_body_that_is_not_an_otlp_request_is_a_decode_error(body, message):
     with pytest.raises(OtlpDecodeError) as caught:
         parse_logs(body, JSON)
     assert message in str(caught.value) and caught.value.message == str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"resourceLogs": [], "x": 123456789012345678901234567890}',
+        b'{"resourceLogs": [], "x": -9223372036854775809}',
+        b'{"resourceLogs": [], "x": NaN}',
+        b'\xef\xbb\xbf{"resourceLogs": []}',
+        b'{"resourceLogs": [], "x": "\\ud800"}',
+        b'{"resourceLogs": [], "x": 1e400}',
+    ],
+)
+def test_bodies_orjson_would_read_differently_are_read_by_the_standard_library(raw):
+    assert otlp_json._fast_load(raw) is None
+    assert otlp_json.load(raw) == json.loads(raw)
+
+
+def test_a_plain_body_is_read_the_same_by_both_parsers():
+    raw = json.dumps({"resourceLogs": [{"x": [1, 2.5, -0.0, 9223372036854775807, "é\n"]}]})
+    assert otlp_json._fast_load(raw.encode()) == json.loads(raw)

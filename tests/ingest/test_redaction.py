@@ -186,3 +186,24 @@ def test_the_line_cache_is_bounded():
         assert len(redact_module._cache) <= 10 and len(redact_module._previous) <= 10
     finally:
         redact_module.set_line_cache_size(saved)
+
+
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=20)), max_size=12).map("".join))
+def test_redacted_lines_are_the_redacted_text_split(text):
+    assert redact_module.redact_lines(text) == redact(text).split("\n")
+
+
+def test_what_a_line_wakes_is_remembered_by_its_digit_skeleton_and_bounded():
+    saved = redact_module.PLAN_CACHE_SIZE
+    redact_module.PLAN_CACHE_SIZE = 10
+    try:
+        lines = [
+            f"login {n} from 10.0.{n}.7 by user{n}@example.com, password={n}x" for n in range(50)
+        ]
+        outs = [redact(line) for line in lines]
+        assert all("[redacted:ipv4]" in o and "[redacted:email]" in o for o in outs)
+        assert len(redact_module._PLANS) <= 10 and len(redact_module._REPLANS) <= 10
+        redact_module.set_line_cache_size(redact_module.set_line_cache_size(0))
+        assert [redact(line) for line in lines] == outs
+    finally:
+        redact_module.PLAN_CACHE_SIZE = saved
