@@ -11,7 +11,9 @@ trace's frame lines recur across every occurrence of an error, its message does 
 not seen before is looked at once for the characters the rules need (``@``, ``:``, ``=``, ``.``,
 ``-``, ``_``, an uppercase letter, a digit): only the rules it can satisfy are considered, and
 each of those runs only when its cheap preconditions hold (substrings, digit or dot counts, a
-long unbroken run), so a line without anything secret-shaped costs a few substring tests.
+long unbroken run), so a line without anything secret-shaped costs a few substring tests. Which
+rules a line wakes is remembered by its digit skeleton (the same message with other ids is
+examined once), and a rule's scan starts where its first match can begin.
 """
 
 from __future__ import annotations
