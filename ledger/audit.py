@@ -156,17 +156,9 @@ def _append_after_reading(workspace, guessed: AuditEntry) -> AuditEntry:
         .values_list("sequence", "entry_hash")
         .first()
     )
-    sequence, previous = (last[0] + 1, last[1]) if last else (1, GENESIS)
-    entry = AuditEntry(
-        workspace=workspace,
-        sequence=sequence,
-        at=guessed.at,
-        actor=guessed.actor,
-        action=guessed.action,
-        object=guessed.object,
-        payload=guessed.payload,
-        previous_hash=previous,
-    )
+    # The guessed entry was never stored: chain it onto the real head instead.
+    entry = guessed
+    entry.sequence, entry.previous_hash = (last[0] + 1, last[1]) if last else (1, GENESIS)
     entry.entry_hash = entry_digest(entry)
     entry.save(force_insert=True)
     return entry

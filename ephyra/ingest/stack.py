@@ -9,6 +9,7 @@ exception that escaped), Java's first block (before ``Caused by:``), Go's panick
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -271,12 +272,15 @@ def _v8_frame(rest: str) -> Frame | None:
 _V8_LINES: dict[str, Frame | None] = {}  # a line → its V8 frame, or None
 
 
-def _v8_line(line: str) -> Frame | None:
-    found = _V8_LINES.get(line, _UNSEEN)
+def _at_line(
+    cache: dict[str, Frame | None], line: str, parse: Callable[[str], Frame | None]
+) -> Frame | None:
+    """The frame of an ``at …`` line (V8, Java), parsed once per distinct line."""
+    found = cache.get(line, _UNSEEN)
     if found is _UNSEEN:
         rest = _at_rest(line)
-        found = None if rest is None else _v8_frame(rest)
-        _remember_line(_V8_LINES, line, found)
+        found = None if rest is None else parse(rest)
+        _remember_line(cache, line, found)
     return found  # type: ignore[return-value]
 
 
@@ -284,7 +288,7 @@ def _javascript(text: str, lines: list[str]) -> ParsedStack:
     frames = []
     first = -1  # the line of the first frame
     for i, line in enumerate(lines):
-        frame = _v8_line(line)
+        frame = _at_line(_V8_LINES, line, _v8_frame)
         if frame is None:
             continue
         if first < 0:
@@ -338,22 +342,13 @@ def _java_frame(rest: str) -> Frame | None:
 _JAVA_LINES: dict[str, Frame | None] = {}  # a line → its Java frame, or None
 
 
-def _java_line(line: str) -> Frame | None:
-    found = _JAVA_LINES.get(line, _UNSEEN)
-    if found is _UNSEEN:
-        rest = _at_rest(line)
-        found = None if rest is None else _java_frame(rest)
-        _remember_line(_JAVA_LINES, line, found)
-    return found  # type: ignore[return-value]
-
-
 def _java(text: str, lines: list[str]) -> ParsedStack:
     # The top exception's block: up to a line that starts "Caused by:" or "Suppressed:".
     ends = [i for i in (text.find("\nCaused by:"), text.find("\nSuppressed:")) if i >= 0]
     block = lines[: text.count("\n", 0, min(ends)) + 1] if ends else lines
     frames = []
     for line in block:
-        frame = _java_line(line)
+        frame = _at_line(_JAVA_LINES, line, _java_frame)
         if frame is not None:
             frames.append(frame)
     if not frames:
