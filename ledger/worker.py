@@ -196,18 +196,19 @@ class Worker:
         a quest whose events were fed back is read again: whether its next operation is still
         current is judged after the earlier one's outcome moved it, as one at a time would."""
         heads = delivery.heads(workspace, due)
-        run: list[Operation] = []
+        run: dict[str, Operation] = {}  # quest id -> its operation in the run, in ledger order
         moved: set[str] = set()
 
         def flush() -> None:
-            for start in range(0, len(run), CLAIM_BATCH):
-                claimed = delivery.claim_batch(fence, run[start : start + CLAIM_BATCH])
+            ops = list(run.values())
+            for start in range(0, len(ops), CLAIM_BATCH):
+                claimed = delivery.claim_batch(fence, ops[start : start + CLAIM_BATCH])
                 self.counts.add(delivery.deliver_batch(fence, workspace, claimed))
-            moved.update(op.quest_id for op in run)
+            moved.update(run)
             run.clear()
 
         for op in due:
-            if any(other.quest_id == op.quest_id for other in run):
+            if op.quest_id in run:
                 flush()
             if op.quest_id in moved:
                 current, why = delivery.is_current(workspace, op)
@@ -217,7 +218,7 @@ class Worker:
                 delivery.supersede(fence, op, why)
                 self.counts.superseded += 1
             elif retry_safe(EffectType(op.type)):
-                run.append(op)
+                run[op.quest_id] = op
             else:
                 flush()
                 if delivery.claim(fence, op):
