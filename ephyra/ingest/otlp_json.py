@@ -49,7 +49,10 @@ _VALUE_KEYS = (
     "bytesValue",
 )
 _FLOAT_WORDS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-_WIDE_INTEGER = re.compile(rb"-[0-9]{19}|[0-9]{20}")
+# Digits as "0", everything else as it is: a number too wide for 64 bits is then a plain
+# substring (a regular expression for it scans ~40x slower than translate and find together).
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
+_WIDE, _WIDE_NEGATIVE = b"0" * 20, b"-" + b"0" * 19
 
 
 def _kind(value: Any) -> str:
@@ -92,7 +95,10 @@ def _fast_load(body: bytes) -> Any:
     deep nesting): those fall through. It reads an integer past 64 bits as a float where
     ``json`` keeps it exact: a body with a number that long (a digit run of 20, or of 19 after
     a minus) is left to ``json``. Otherwise both give the same values (numbers fuzzed)."""
-    if _orjson is None or _WIDE_INTEGER.search(body) is not None:
+    if _orjson is None:
+        return None
+    digits = body.translate(_DIGITS_AS_ZERO)
+    if _WIDE in digits or _WIDE_NEGATIVE in digits:
         return None
     try:
         data = _orjson.loads(body)

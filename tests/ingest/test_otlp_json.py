@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ephyra.ingest import JSON, OtlpDecodeError, otlp_json, parse_logs, parse_traces
 from tests.ingest.otel import fixture
@@ -275,3 +277,20 @@ def test_bodies_orjson_would_read_differently_are_read_by_the_standard_library(r
 def test_a_plain_body_is_read_the_same_by_both_parsers():
     raw = json.dumps({"resourceLogs": [{"x": [1, 2.5, -0.0, 9223372036854775807, "é\n"]}]})
     assert otlp_json._fast_load(raw.encode()) == json.loads(raw)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(min_value=-(10**25), max_value=10**25),
+            st.integers(min_value=-(2**63) - 2, max_value=2**64 + 2),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        max_size=8,
+    )
+)
+def test_numbers_of_any_width_read_exactly_as_the_standard_library_reads_them(numbers):
+    raw = json.dumps({"resourceLogs": [], "x": numbers}).encode()
+    loaded = otlp_json.load(raw)["x"]
+    assert loaded == json.loads(raw)["x"]
+    assert [type(n) for n in loaded] == [type(n) for n in numbers]
