@@ -87,15 +87,23 @@ class ChainedInsert(NamedTuple):
 
 
 def audit_statement(
-    workspace, *, at: datetime, actor: str, action: str, object: str, payload: dict[str, Any]
+    workspace,
+    *,
+    at: datetime,
+    actor: str,
+    action: str,
+    object: str,
+    payload: dict[str, Any],
+    previous: tuple[int, str] | None = None,
 ) -> ChainedInsert:
-    """The next entry, chained to the head this process saw last, and an insert of it that
-    inserts nothing unless that is still the chain's head when it runs. For a caller that
-    sends it with its other statements (``quests.services``) and then hands the result to
+    """The next entry, chained to the head this process saw last (or to ``previous``, the
+    sequence and hash of an entry sent just before it), and an insert of it that inserts
+    nothing unless that is still the chain's head when it runs. For a caller that sends it
+    with its other statements (``quests.services``) and then hands the result to
     ``audit_chained``; ``audit_append`` is both in one."""
     if at.utcoffset() is None:
         raise ValueError("an audit entry's time must carry a time zone")
-    sequence, previous = _heads.get(workspace.pk, (0, GENESIS))
+    sequence, previous_hash = previous or _heads.get(workspace.pk, (0, GENESIS))
     entry = AuditEntry(
         workspace=workspace,
         sequence=sequence + 1,
@@ -104,14 +112,14 @@ def audit_statement(
         action=action,
         object=object,
         payload=payload,
-        previous_hash=previous,
+        previous_hash=previous_hash,
     )
     entry.entry_hash = entry_digest(entry)
     fields, sql = _insert_sql(connection.vendor, first=sequence == 0)
     params = [f.get_db_prep_save(getattr(entry, f.attname), connection) for f in fields]
     params += [workspace.pk] if sequence == 0 else [workspace.pk, sequence, workspace.pk, sequence]
     if sequence:
-        params.append(previous)
+        params.append(previous_hash)
     return ChainedInsert(Statement(sql, params), entry)
 
 
@@ -129,8 +137,34 @@ def audit_chained(workspace, pending: ChainedInsert, result: Result) -> AuditEnt
     sequence, action = entry.sequence, entry.action
     _heads[workspace.pk] = (sequence, entry.entry_hash)
     if sequence % settings.EPHYRA_AUDIT_ANCHOR_EVERY == 0 or action == CHECKPOINT_ACTION:
-        transaction.on_commit(lambda: _anchor_after_commit(workspace, sequence, action))
+        _anchor_on_commit(workspace, sequence, action)
     return entry
+
+
+class _Due:
+    """The entry a transaction's anchor will name: the last one due in it."""
+
+    def __init__(self, workspace, sequence: int, action: str) -> None:
+        self.workspace, self.sequence, self.action = workspace, sequence, action
+
+    def __call__(self) -> None:
+        _anchor_after_commit(self.workspace, self.sequence, self.action)
+
+
+# The anchor each workspace has waiting for its transaction to commit, so that entries due in
+# one transaction (a group commit of several checkpoint decisions) get one anchor, at the last
+# of them, which covers the others. A waiting anchor whose transaction rolled back is no longer
+# among the connection's commit hooks, and then the next due entry waits for its own.
+_waiting: dict[int, _Due] = {}
+
+
+def _anchor_on_commit(workspace, sequence: int, action: str) -> None:
+    due = _waiting.get(workspace.pk)
+    if due is not None and any(hook is due for _, hook, _ in connection.run_on_commit):
+        due.sequence, due.action = sequence, action
+        return
+    _waiting[workspace.pk] = due = _Due(workspace, sequence, action)
+    transaction.on_commit(due)
 
 
 def audit_append(
@@ -187,6 +221,7 @@ def _insert_sql(vendor: str, *, first: bool) -> tuple[list, str]:
 
 
 def _anchor_after_commit(workspace, sequence: int, action: str) -> None:
+    _waiting.pop(workspace.pk, None)
     try:
         _anchor(workspace, upto=sequence, action=action)
     except AuditBroken as exc:

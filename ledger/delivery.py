@@ -31,7 +31,6 @@ from django.utils import timezone
 from ephyra.compose import effect_adapters
 from ephyra.core.effects import STANDING_EFFECTS, EffectType
 from ephyra.core.events import BaseEvent, event_to_dict, parse_event
-from ephyra.core.machine import REFUSED
 from ephyra.core.ports import (
     ClaimLost,
     EffectFailed,
@@ -41,9 +40,8 @@ from ephyra.core.ports import (
 )
 from ledger import faults
 from ledger.audit import audit_append
-from ledger.inbound import RESOLVE
 from ledger.lease import Fence, LeaseLost, fence_check
-from ledger.models import InboundEvent, Operation
+from ledger.models import Operation
 from quests.models import Quest, Workspace
 from quests.services import Outcome, quest_apply, workspace_journal
 
@@ -460,49 +458,6 @@ def resolve(
         feed_back(fence, workspace, op)
 
 
-def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
-    """Apply one submitted event; the row is marked in the engine's own transaction."""
-    if row.type == RESOLVE:
-        _apply_resolution(fence, workspace, row)
-        return
-    try:
-        event = parse_event(row.payload)
-    except ValueError as exc:
-        _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
-        return
-
-    def mark(outcome: Outcome) -> None:
-        decision = outcome.applied.decision
-        refused = decision.outcome == REFUSED
-        state = InboundEvent.State.REFUSED if refused else InboundEvent.State.APPLIED
-        result = {"outcome": decision.outcome, "state": str(decision.state)}
-        if refused:
-            result["reason"] = decision.reason
-        InboundEvent.objects.filter(pk=row.pk).update(
-            state=state, result=result, applied_at=timezone.now(), attempts=F("attempts") + 1
-        )
-
-    try:
-        fenced_apply(fence, workspace, event, then=mark)
-    except LeaseLost:
-        raise
-    except Exception as exc:
-        log.warning("inbound event %s raised", row.event_id, exc_info=True)
-        row.attempts += 1
-        if row.attempts >= settings.EPHYRA_MAX_DELIVERIES:
-            _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
-        else:
-            InboundEvent.objects.filter(pk=row.pk).update(attempts=row.attempts)
-
-
-def _inbound_done(fence: Fence, row: InboundEvent, state: str, result: dict) -> None:
-    with transaction.atomic():
-        fence_check(fence)
-        InboundEvent.objects.filter(pk=row.pk).update(
-            state=state, result=result, applied_at=timezone.now()
-        )
-
-
 def resolve_by_person(
     fence: Fence, workspace: Workspace, key: str, status: str, *, actor: str, note: str = ""
 ) -> Operation:
@@ -516,15 +471,3 @@ def resolve_by_person(
     resolve(fence, workspace, op, EffectResult(status, {"note": note}), actor=actor)  # type: ignore[arg-type]
     op.refresh_from_db()
     return op
-
-
-def _apply_resolution(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
-    data = row.payload
-    try:
-        op = resolve_by_person(
-            fence, workspace, data["key"], data["status"], actor=data["actor"], note=data["note"]
-        )
-    except ValueError as exc:
-        _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": str(exc)})
-        return
-    _inbound_done(fence, row, InboundEvent.State.APPLIED, {"state": op.state})

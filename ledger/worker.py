@@ -23,6 +23,7 @@ from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.ports import retry_safe
 from ledger import delivery
+from ledger.applying import apply_group, inbound_groups
 from ledger.delivery import Counts
 from ledger.lease import (
     Fence,
@@ -170,14 +171,7 @@ class Worker:
         while not self.stopping.is_set() and self.fences.get(fence.workspace_id) == fence:
             # Read afresh: a new reviewed policy takes effect from the next event.
             workspace = Workspace.objects.select_related("policy").get(pk=fence.workspace_id)
-            did = 0
-            inbound = InboundEvent.objects.filter(
-                workspace=workspace, state=InboundEvent.State.PENDING
-            ).order_by("id")[:BATCH]
-            for row in inbound:
-                delivery.apply_inbound(fence, workspace, row)
-                self.counts.inbound += 1
-                did += 1
+            did = self.take_inbound(fence, workspace)
             due = Operation.objects.filter(
                 workspace=workspace,
                 state=Operation.State.PENDING,
@@ -189,6 +183,19 @@ class Worker:
             self.deliver(fence, workspace, due)
             if not did:
                 return
+
+    def take_inbound(self, fence: Fence, workspace: Workspace) -> int:
+        """Apply the oldest pending inbound events (up to ``BATCH``) in groups of distinct
+        quests, one transaction a group (``ledger.applying``); how many were taken."""
+        rows = list(
+            InboundEvent.objects.filter(
+                workspace=workspace, state=InboundEvent.State.PENDING
+            ).order_by("id")[:BATCH]
+        )
+        for group in inbound_groups(rows):
+            apply_group(fence, workspace, group)
+        self.counts.inbound += len(rows)
+        return len(rows)
 
     def deliver(self, fence: Fence, workspace: Workspace, due: list[Operation]) -> None:
         """Deliver in ledger order: runs of reads and computations together (one claim and one

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -111,16 +111,53 @@ def quest_apply(
 
     ``after_journal`` runs between the Git write and the database transaction; tests use it
     to inject a crash exactly there."""
+    return quest_apply_all(workspace, [event], policy=policy, after_journal=after_journal)[0]
+
+
+def quest_apply_all(
+    workspace: Workspace,
+    events: Sequence[BaseEvent],
+    *,
+    policy: MachinePolicy | None = None,
+    after_journal: Callable[[], None] | None = None,
+) -> list[Outcome]:
+    """``quest_apply`` for a group of events of distinct quests (a group commit): each one is
+    decided and journaled in turn (Git first), then all of them are projected, recorded in the
+    ledger and audited in one database transaction, usually one round trip and one commit.
+
+    One event per quest, so that a crash between the Git writes and the commit leaves each
+    quest's journal at most one event ahead of the database, with that event at its head:
+    offered again, it is answered as the head's own (``journal.apply``), never decided twice.
+    ``after_journal`` runs once, after the last Git write."""
+    quest_ids = [event.quest for event in events]
+    if len(set(quest_ids)) != len(quest_ids):
+        raise ValueError(f"a group holds one event per quest, got {quest_ids}")
     policy = policy or workspace_policy(workspace)
     journal = workspace_journal(workspace)
-    applied = apply(journal, event, policy)
-    decision = applied.decision
-    if not decision.accepted:
-        return Outcome(applied, 0)
-    if after_journal is not None:
+    applied = [apply(journal, event, policy) for event in events]
+    if after_journal is not None and any(one.decision.accepted for one in applied):
         after_journal()
-    head = str(applied.head)
-    record = {
+    outcomes: list[Outcome] = [Outcome(one, 0) for one in applied]
+    # No savepoint of its own: inside a caller's transaction (the worker's fenced one) a failure
+    # here fails the caller's whole transaction anyway, and a savepoint is two round trips.
+    with transaction.atomic(savepoint=False):
+        group: list[tuple[int, BaseEvent, Applied]] = []
+        for index, (event, one) in enumerate(zip(events, applied, strict=True)):
+            if not one.decision.accepted:
+                continue
+            if one.duplicate:
+                _project(workspace, journal, group, outcomes)
+                group = []
+                outcomes[index] = _follow(workspace, journal, event, one)
+            else:
+                group.append((index, event, one))
+        _project(workspace, journal, group, outcomes)
+    return outcomes
+
+
+def _audit_record(event: BaseEvent, applied: Applied) -> dict:
+    decision = applied.decision
+    return {
         "at": event.at,
         "actor": event.actor,
         "action": f"quest.{event.type}",
@@ -130,38 +167,64 @@ def quest_apply(
             "from": None if decision.state_before is None else str(decision.state_before),
             "to": str(decision.state),
             "revision": decision.revision,
-            "journal_head": head,
+            "journal_head": str(applied.head),
             "effects": [effect.key for effect in decision.effects],
         },
     }
+
+
+def _follow(workspace: Workspace, journal: Journal, event: BaseEvent, applied: Applied) -> Outcome:
+    """Another writer journaled this event first, or it is a redelivery: follow the journal
+    head, and audit only if the database had not taken it yet."""
     from quests.repair import repair_quest  # repair builds on this module's projection
 
-    with transaction.atomic():
-        if applied.duplicate:
-            # Another writer journaled this event first, or it is a redelivery: follow the
-            # journal head, and audit only if the database had not taken it yet.
-            lock_workspace(workspace)
-            caught_up = repair_quest(workspace, decision.quest_id, journal)
-            if not caught_up.changed:
-                return Outcome(applied, 0)
-            audit_append(workspace, **record)
-            return Outcome(applied, len(caught_up.operations_created))
-        # The usual case, in one round trip: the database saw everything up to this commit's
-        # parent, so this transition's own quest, effects, signal and audit entry are all that
-        # is missing. Every statement is conditional, so nothing is written wrongly when that
-        # is not so; then the slower paths below fill in.
-        audit = audit_statement(workspace, **record)
-        data = journal.quest_data(applied.head)  # the dict the journal wrote, not a copy
-        transition = _transition(workspace, event, decision, data, head, applied.parent)
-        results = run_together([*transition.statements, audit.statement])
-        inserted = sum(results[i].rowcount for i in transition.operations)
-        if results[transition.projection].rowcount != 1:
+    lock_workspace(workspace)
+    caught_up = repair_quest(workspace, applied.decision.quest_id, journal)
+    if not caught_up.changed:
+        return Outcome(applied, 0)
+    audit_append(workspace, **_audit_record(event, applied))
+    return Outcome(applied, len(caught_up.operations_created))
+
+
+def _project(
+    workspace: Workspace,
+    journal: Journal,
+    group: list[tuple[int, BaseEvent, Applied]],
+    outcomes: list[Outcome],
+) -> None:
+    """The database writes of freshly journaled transitions, in one round trip: the
+    workspace lock, then each transition's quest, effects, signal and audit entry, each
+    entry chained to the one before. The usual case: the database saw everything up to each
+    commit's parent, so these are all that is missing. Every statement is conditional, so
+    nothing is written wrongly when that is not so; then the slower paths below fill in."""
+    if not group:
+        return
+    from quests.repair import repair_quest  # repair builds on this module's projection
+
+    lock = _statements(connection.vendor).lock
+    statements = [Statement(lock, [workspace.pk])] if lock else []
+    parts = []
+    previous = None  # the entry the next one chains to; None: the head this process saw last
+    for index, event, one in group:
+        audit = audit_statement(workspace, previous=previous, **_audit_record(event, one))
+        previous = (audit.entry.sequence, audit.entry.entry_hash)
+        data = journal.quest_data(one.head)  # the dict the journal wrote, not a copy
+        transition = _transition(workspace, event, one.decision, data, str(one.head), one.parent)
+        parts.append((index, one, transition, len(statements), audit))
+        statements += [*transition.statements, audit.statement]
+    results = run_together(statements)
+    for index, one, transition, start, audit in parts:
+        mine = results[start : start + len(transition.statements) + 1]
+        inserted = sum(mine[i].rowcount for i in transition.operations)
+        if mine[transition.projection].rowcount != 1:
             # The database is behind Git (a crash after an earlier journal write) or another
             # writer already projected past this commit: follow the journal head and add every
             # ledger row the database lacks.
-            inserted += len(repair_quest(workspace, decision.quest_id, journal).operations_created)
-        audit_chained(workspace, audit, results[-1])
-    return Outcome(applied, inserted)
+            quest_id = one.decision.quest_id
+            inserted += len(repair_quest(workspace, quest_id, journal).operations_created)
+        # An entry whose chain guess was stale (and so every entry after it) is appended here.
+        audit_chained(workspace, audit, mine[-1])
+        outcomes[index] = Outcome(one, inserted)
 
 
 class _Transition(NamedTuple):
@@ -173,13 +236,13 @@ class _Transition(NamedTuple):
 def _transition(
     workspace: Workspace, event: BaseEvent, decision, data: dict, head: str, parent
 ) -> _Transition:
-    """The statements that project one accepted transition, in order: lock the workspace; move
-    the quest's row from ``parent`` to ``head`` (create it, for a creation) to ``data``, the
-    commit's ``quest.json``, which matches no row when the row is elsewhere; insert the
-    transition's ledger rows only if the row is now at ``head`` (a row at a head means its
-    effects are in the ledger, so then they belong there); record the signal."""
+    """The statements that project one accepted transition (under the workspace lock the
+    caller takes), in order: move the quest's row from ``parent`` to ``head`` (create it, for a
+    creation) to ``data``, the commit's ``quest.json``, which matches no row when the row is
+    elsewhere; insert the transition's ledger rows only if the row is now at ``head`` (a row at
+    a head means its effects are in the ledger, so then they belong there); record the signal."""
     sql = _statements(connection.vendor)
-    statements = [Statement(sql.lock, [workspace.pk])] if sql.lock else []
+    statements: list[Statement] = []
     fields = projection_of(data, head)
     if parent is None:
         row = {"workspace": workspace.pk, "quest_id": decision.quest_id, **fields}

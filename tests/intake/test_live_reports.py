@@ -12,7 +12,7 @@ import pygit2
 import pytest
 
 from intake.models import WebhookDelivery
-from ledger import delivery
+from ledger import applying
 from ledger.lease import lease_acquire
 from ledger.models import InboundEvent
 from quests.models import Quest
@@ -52,7 +52,7 @@ def work(workspace) -> list[InboundEvent]:
     fence = lease_acquire(workspace.pk, "test-worker")
     assert fence is not None
     for row in InboundEvent.objects.filter(workspace=workspace).order_by("id"):
-        delivery.apply_inbound(fence, workspace, row)
+        applying.apply_inbound(fence, workspace, row)
     return list(InboundEvent.objects.filter(workspace=workspace).order_by("id"))
 
 

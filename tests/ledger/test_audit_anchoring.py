@@ -91,7 +91,7 @@ def test_plain_git_log_shows_the_anchors(shop, django_capture_on_commit_callback
     ]
 
 
-def test_entries_committed_together_are_each_anchored_when_the_transaction_commits(
+def test_entries_due_in_one_transaction_get_one_anchor_at_the_last_when_it_commits(
     shop, settings, django_capture_on_commit_callbacks
 ):
     settings.EPHYRA_AUDIT_ANCHOR_EVERY = 4
@@ -99,9 +99,28 @@ def test_entries_committed_together_are_each_anchored_when_the_transaction_commi
         for event in main_line():
             quest_apply(shop, event)
     assert read_anchor(shop.repository, "shop") is None  # nothing before the commit
-    for callback in callbacks:
-        callback()
-    assert anchored(shop) == [4, 5, 7, 8, 12, 16]
+    assert len(callbacks) == 1
+    callbacks[0]()
+    assert anchored(shop) == [16]  # it covers #4, #5, #7, #8 and #12 too
+    assert audit_check(shop).summary() == "shop: verified 16 entries (anchored at #16)"
+
+
+def test_an_anchor_waiting_for_a_rolled_back_transaction_does_not_swallow_the_next(
+    shop, django_capture_on_commit_callbacks
+):
+    decided = {
+        "at": datetime(2026, 12, 1, 9, 0, tzinfo=UTC),
+        "actor": "ann",
+        "action": "quest.checkpoint_decided",
+        "object": "quest:q1",
+        "payload": {},
+    }
+    with pytest.raises(RuntimeError), transaction.atomic():
+        audit_append(shop, **decided)
+        raise RuntimeError("rolled back")
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        audit_append(shop, **decided)
+    assert anchored(shop) == [1]
 
 
 def test_a_rolled_back_entry_is_never_anchored(shop, django_capture_on_commit_callbacks):

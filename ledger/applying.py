@@ -1,0 +1,165 @@
+"""Applying submitted events: the worker's side of ``ledger.inbound``.
+
+The lease holder takes the pending rows of its workspace in arrival order and applies them
+through the engine under its fence, each row marked in the engine's own transaction. Rows of
+distinct quests are applied as a group (``quests.services.quest_apply_all``): one fenced
+transaction, one commit for the group. A quest's rows keep their order: a row waits for the
+next group when an earlier row of its quest is in this one. A group that fails is applied
+again one row at a time, so a bad event costs only itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator, Sequence
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ephyra.core.events import BaseEvent, parse_event
+from ephyra.core.machine import REFUSED
+from ledger import faults
+from ledger.delivery import fenced_apply, resolve_by_person
+from ledger.inbound import RESOLVE
+from ledger.lease import Fence, LeaseLost, fence_check
+from ledger.models import InboundEvent
+from quests.models import Workspace
+from quests.services import Outcome, quest_apply_all
+from quests.statements import Statement, run_together
+
+log = logging.getLogger(__name__)
+GROUP = 50  # rows applied in one transaction at most
+
+
+def inbound_groups(rows: Sequence[InboundEvent], size: int = GROUP) -> Iterator[list[InboundEvent]]:
+    """``rows`` (in arrival order) in groups of at most ``size``, one row per quest, each
+    quest's rows in their order; a resolution (it changes an operation, then its quest) is a
+    group of its own, after everything that arrived before it."""
+    left = list(rows)
+    while left:
+        if left[0].type == RESOLVE:
+            yield [left.pop(0)]
+            continue
+        group: list[InboundEvent] = []
+        quests: set[str] = set()  # in the group, or waiting behind a row of theirs
+        rest: list[InboundEvent] = []
+        for i, row in enumerate(left):
+            if row.type == RESOLVE or len(group) == size:
+                rest += left[i:]
+                break
+            if row.quest_id in quests:
+                rest.append(row)
+            else:
+                group.append(row)
+            quests.add(row.quest_id)
+        yield group
+        left = rest
+
+
+def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
+    """Apply one submitted event; the row is marked in the engine's own transaction."""
+    if row.type == RESOLVE:
+        _apply_resolution(fence, workspace, row)
+        return
+    try:
+        event = parse_event(row.payload)
+    except ValueError as exc:
+        _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+        return
+    try:
+        fenced_apply(
+            fence, workspace, event, then=lambda outcome: run_together([_mark(row, outcome)])
+        )
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        log.warning("inbound event %s raised", row.event_id, exc_info=True)
+        row.attempts += 1
+        if row.attempts >= settings.EPHYRA_MAX_DELIVERIES:
+            _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+        else:
+            InboundEvent.objects.filter(pk=row.pk).update(attempts=row.attempts)
+
+
+def apply_group(fence: Fence, workspace: Workspace, rows: Sequence[InboundEvent]) -> None:
+    """Apply a group from ``inbound_groups`` in one fenced transaction."""
+    if len(rows) == 1:
+        apply_inbound(fence, workspace, rows[0])
+        return
+    parsed: list[tuple[InboundEvent, BaseEvent]] = []
+    for row in rows:
+        try:
+            parsed.append((row, parse_event(row.payload)))
+        except ValueError as exc:
+            _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+    if not parsed:
+        return
+    try:
+        with transaction.atomic():
+            fence_check(fence)
+            outcomes = quest_apply_all(
+                workspace,
+                [event for _, event in parsed],
+                after_journal=lambda: faults.reach("after_journal"),
+            )
+            marks = zip(parsed, outcomes, strict=True)
+            run_together([_mark(row, outcome) for (row, _), outcome in marks])
+    except LeaseLost:
+        raise
+    except Exception:
+        # What was journaled before the failure is each quest's head; applied again alone, each
+        # such event is answered from its journal (journal.apply), never decided twice.
+        log.warning("a group of %d inbound events raised; applying them one by one", len(parsed))
+        for row, _ in parsed:
+            apply_inbound(fence, workspace, row)
+
+
+@functools.cache
+def _mark_sql(vendor: str) -> str:
+    qn = connection.ops.quote_name
+    attempts = qn("attempts")
+    return (
+        f"UPDATE {qn(InboundEvent._meta.db_table)} SET {qn('state')} = %s, {qn('result')} = %s, "
+        f"{qn('applied_at')} = %s, {attempts} = {attempts} + 1 WHERE {qn('id')} = %s"
+    )
+
+
+def _mark(row: InboundEvent, outcome: Outcome) -> Statement:
+    """The row's update for an outcome: applied or refused, with the outcome's words."""
+    decision = outcome.applied.decision
+    refused = decision.outcome == REFUSED
+    state = InboundEvent.State.REFUSED if refused else InboundEvent.State.APPLIED
+    result = {"outcome": decision.outcome, "state": str(decision.state)}
+    if refused:
+        result["reason"] = decision.reason
+    fields = InboundEvent._meta
+    params = [
+        str(state),
+        fields.get_field("result").get_db_prep_save(result, connection),
+        fields.get_field("applied_at").get_db_prep_save(timezone.now(), connection),
+        row.pk,
+    ]
+    return Statement(_mark_sql(connection.vendor), params)
+
+
+def _inbound_done(fence: Fence, row: InboundEvent, state: str, result: dict) -> None:
+    with transaction.atomic():
+        fence_check(fence)
+        InboundEvent.objects.filter(pk=row.pk).update(
+            state=state, result=result, applied_at=timezone.now()
+        )
+
+
+def _apply_resolution(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
+    data = row.payload
+    try:
+        op = resolve_by_person(
+            fence, workspace, data["key"], data["status"], actor=data["actor"], note=data["note"]
+        )
+    except ValueError as exc:
+        _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": str(exc)})
+        return
+    _inbound_done(fence, row, InboundEvent.State.APPLIED, {"state": op.state})
+
