@@ -360,7 +360,7 @@ _WINDOWS: dict[str, Callable[[str, str, bytes, bytes], int]] = {
 
 # One line rule: (compiled, pattern on the lowercase copy, shortest match, needs as bits, gate,
 # hints, their search when they are many, hints in the lowercase copy, screen kind and needle,
-# position in the table, window).
+# window).
 _LineRule = tuple[
     _Compiled,
     bool,
@@ -372,37 +372,33 @@ _LineRule = tuple[
     tuple[str, ...],
     int,
     bytes,
-    int,
     "Callable[[str, str, bytes, bytes], int] | None",
 ]
 
 
-def _line_rule(position: int, c: _Compiled) -> _LineRule:
+def _line_rule(c: _Compiled) -> _LineRule:
     mask = 0
     for need in c.rule.needs:
         mask |= _FEATURE_BITS[need]
     kind, needle = _parse_screen(c.rule.screen)
     hints = c.rule.hints
     return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints), hints,
-            _any_hint(hints), c.rule.hints_lower, kind, needle, position,
+            _any_hint(hints), c.rule.hints_lower, kind, needle,
             _WINDOWS.get(c.rule.name))  # fmt: skip
 
 
-_LINE_RULES: tuple[_LineRule, ...] = tuple(
-    _line_rule(i, c) for i, c in enumerate(c for c in _COMPILED if c is not _WHOLE_TEXT)
-)
-_BY_FEATURES: dict[tuple[int, int], tuple[_LineRule, ...]] = {}
+_LINE_RULES: tuple[_LineRule, ...] = tuple(_line_rule(c) for c in _COMPILED if c is not _WHOLE_TEXT)
+_BY_FEATURES: dict[int, tuple[_LineRule, ...]] = {}
 _cache: dict[str, str] = {}
 _previous: dict[str, str] = {}
 
 
-def _rules_for(mask: int, after: int = -1) -> tuple[_LineRule, ...]:
-    """The rules whose needs the line meets, in order, from the one after ``after`` (computed
-    once per combination)."""
-    found = _BY_FEATURES.get((mask, after))
+def _rules_for(mask: int) -> tuple[_LineRule, ...]:
+    """The rules whose needs the line meets, in order (computed once per combination)."""
+    found = _BY_FEATURES.get(mask)
     if found is None:
-        found = tuple(r for i, r in enumerate(_LINE_RULES) if i > after and r[3] & ~mask == 0)
-        _BY_FEATURES[mask, after] = found
+        found = tuple(r for r in _LINE_RULES if r[3] & ~mask == 0)
+        _BY_FEATURES[mask] = found
     return found
 
 
@@ -413,7 +409,7 @@ def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_Lin
     runs = digits = b""
     out = []
     for rule in rules:
-        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _, _ = rule
+        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _ = rule
         if size < shortest:
             continue
         if hints:
@@ -457,8 +453,12 @@ def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_Lin
 # every digit a 0: the same message with another id, port, line number or address is looked at
 # once. Like the line cache, in memory only.
 _PLANS: dict[bytes, tuple[int, tuple[_LineRule, ...]]] = {}
-_REPLANS: dict[tuple[bytes, int, int], tuple[_LineRule, ...]] = {}
+_REPLANS: dict[tuple[bytes, int], tuple[_LineRule, ...]] = {}
 PLAN_CACHE_SIZE = 8192
+# Passes over the rules after a replacement, at most. Each replacement turns text that is not a
+# placeholder into one, so the passes end by themselves; the bound keeps a line's cost bounded
+# whatever it holds (after it, rules still run, each once more, on what the last one left).
+_MAX_RESTARTS = 16
 
 
 def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
@@ -480,29 +480,34 @@ def _redact_line(text: str) -> str:
         plan = mask, _gated(text, lower, raw, skeleton, _rules_for(mask))
         _remember_plan(_PLANS, skeleton, plan)
     mask, todo = plan
-    i = 0
+    i = restarts = 0
     while i < len(todo):
         rule = todo[i]
         i += 1
         start = 0
-        if rule[11] is not None:
-            start = rule[11](text, lower, raw, skeleton)
+        if rule[10] is not None:
+            start = rule[10](text, lower, raw, skeleton)
             if start < 0:
                 continue
         out = rule[0].apply(text, lower if rule[1] else text, start)
         if out is text:
             continue
-        # Later rules read the new text. Its secrets were in the old text, with the features
-        # they need, so the rule list chosen from the old text still covers them.
+        # Every rule reads the new text again, those before this one too: a placeholder ends
+        # in "]", so a token that was glued to the secret just replaced now starts at a word
+        # boundary (a card number with a key after it). Its secrets were in the old text, with
+        # the features they need, so the rules chosen from the old text still cover them.
         text, lower = out, _lowercase(out)
         raw = text.encode("utf-8", "surrogatepass")
         skeleton = raw.translate(_DIGIT_SKELETON)
-        key = (skeleton, mask, rule[10])
+        if restarts == _MAX_RESTARTS:
+            continue  # no more passes: the rest of this one reads the new text
+        key = (skeleton, mask)
         replan = _REPLANS.get(key)
         if replan is None:
-            replan = _gated(text, lower, raw, skeleton, _rules_for(mask, rule[10]))
+            replan = _gated(text, lower, raw, skeleton, _rules_for(mask))
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
+        restarts += 1
     return text
 
 

@@ -108,6 +108,20 @@ def test_entropy_is_bits_per_character():
     assert shannon_entropy("abcd") == 2.0
 
 
+def test_a_secret_glued_behind_another_is_redacted_in_the_same_pass():
+    # A placeholder ends in "]": the key after the card number then starts at a word boundary,
+    # so the rules that ran before the card's must read the line again.
+    text = "pan=5500-0000-0000-0004sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345"
+    assert redact(text) == "pan=[redacted:credit-card][redacted:anthropic-key]"
+
+
+@pytest.mark.parametrize("first", sorted({t for _, t, _ in POSITIVES if "\n" not in t}))
+def test_every_pair_of_glued_examples_is_redacted_to_a_fixed_point(first):
+    for _, second, _ in POSITIVES:
+        once = redact(first + second)
+        assert redact(once) == once, (first, second)
+
+
 _PIECES = st.sampled_from(
     [t for _, t, _ in POSITIVES] + [t for _, t in NEGATIVES] + [" ", "\n", "=", ":", "@", "\t"]
 )
