@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import pygit2
@@ -88,6 +88,42 @@ def apply(
     raise RetriesExhausted(
         quest_id, conflict.expected, conflict.actual, f"gave up after {attempts} attempts"
     )
+
+
+def apply_all(
+    journal: Journal, events: Sequence[BaseEvent], policy: MachinePolicy = DEFAULT_POLICY
+) -> list[Applied]:
+    """``apply`` for events of distinct quests, their objects written as one pack: each event
+    is decided against its quest's head and its objects staged; the pack is written; then each
+    ref moves by compare-and-swap, in order. An event whose ref another writer moved meanwhile
+    is applied again on its own (``apply``: reload, decide again, retry)."""
+    answers: list[Applied | None] = []
+    staged: list[tuple[int, BaseEvent, pygit2.Oid | None, Decision, pygit2.Oid | None]] = []
+    with journal.packing():
+        for event in events:
+            quest, head = journal.load(event.quest)
+            answer = _answer(journal, quest, head, event, policy, 0)
+            if isinstance(answer, Applied):
+                answers.append(answer)  # a refusal, or the head's own event again
+                continue
+            try:
+                commit = journal.stage(event.quest, head, answer, event)
+            except JournalConflict:
+                commit = None  # moved since it was loaded: decided again below
+            answers.append(None)
+            staged.append((len(answers) - 1, event, head, answer, commit))
+    for index, event, head, decision, commit in staged:
+        if commit is not None:
+            try:
+                journal.publish(event.quest, head, commit)
+            except JournalConflict:
+                pass
+            else:
+                answers[index] = Applied(decision, commit, 0, parent=head)
+                continue
+        answers[index] = apply(journal, event, policy)
+    journal.consolidate()
+    return answers  # type: ignore[return-value]
 
 
 def _answer(

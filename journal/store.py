@@ -61,6 +61,7 @@ from journal.format import (
     text_file,
     tree_bytes,
 )
+from journal.pack import PackWriter, consolidate
 
 _CACHE_LIMIT = 8192  # entries per cache; past it a cache starts over (it only saves reads)
 _BLOB, _TREE, _COMMIT = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE, pygit2.GIT_OBJECT_COMMIT
@@ -87,7 +88,8 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike[str] | pygit2.Repository) -> None:
         self.repo = path if isinstance(path, pygit2.Repository) else pygit2.Repository(str(path))
-        self._write = loose_writer(self.repo)
+        self._objects, self._fsync = objects_dir(self.repo), fsync_objects(self.repo)
+        self._loose = self._write = loose_writer(self.repo)
         # Reference objects this instance last moved, by ref name. set_target on one of them is
         # a CAS against the value it holds, so a stale cached object can only fail, never clobber.
         self._refs: dict[str, pygit2.Reference] = {}
@@ -306,25 +308,65 @@ class Journal:
         The caller vouches that ``decision`` was decided against the quest at that head;
         ``journal.apply`` is the loop that guarantees it.
         """
+        commit = self.stage(quest_id, expected_head, decision, event)
+        self.publish(quest_id, expected_head, commit)
+        return commit
+
+    def stage(
+        self,
+        quest_id: str,
+        expected_head: pygit2.Oid | None,
+        decision: Decision,
+        event: BaseEvent,
+    ) -> pygit2.Oid:
+        """Write the objects of one accepted transition on top of ``expected_head`` (inside
+        ``packing``, into the pack) and return its commit; ``publish`` moves the ref. Raises
+        ``JournalConflict`` early when the ref has already moved: no objects are written then.
+        """
         _check(quest_id, expected_head, decision, event)
-        name = REF_PREFIX + quest_id
-        ref = None
-        if expected_head is None:
-            if self.repo.references.get(name) is not None:  # cheap early answer; the real check
-                raise JournalConflict(quest_id, None, self.head(quest_id), "it already exists")
-        else:
-            ref = self._refs.get(name)
-            if ref is None or ref.target != expected_head:
-                ref = self.repo.references.get(name)
-                if ref is None or ref.target != expected_head:
-                    actual = None if ref is None else ref.target
-                    raise JournalConflict(quest_id, expected_head, actual)
-        commit = self._commit(expected_head, decision, event)
+        self._ref_at(quest_id, expected_head)
+        return self._commit(expected_head, decision, event)
+
+    def publish(self, quest_id: str, expected_head: pygit2.Oid | None, commit: pygit2.Oid) -> None:
+        """Move the quest's ref from ``expected_head`` (None: create it) to ``commit``, whose
+        objects are in the repository: a compare-and-swap, ``JournalConflict`` if it moved."""
+        ref = self._ref_at(quest_id, expected_head)
         if ref is None:
-            self._create_ref(quest_id, name, commit)
+            self._create_ref(quest_id, REF_PREFIX + quest_id, commit)
         else:
             self._move_ref(quest_id, ref, expected_head, commit)  # type: ignore[arg-type]
-        return commit
+
+    def _ref_at(self, quest_id: str, expected: pygit2.Oid | None) -> pygit2.Reference | None:
+        """The quest's ref, as last seen at ``expected`` (None when the quest is to be
+        created); ``JournalConflict`` when it is not there. The real check is the CAS."""
+        name = REF_PREFIX + quest_id
+        if expected is None:
+            if self.repo.references.get(name) is not None:
+                raise JournalConflict(quest_id, None, self.head(quest_id), "it already exists")
+            return None
+        ref = self._refs.get(name)
+        if ref is None or ref.target != expected:
+            ref = self.repo.references.get(name)
+            if ref is None or ref.target != expected:
+                raise JournalConflict(quest_id, expected, None if ref is None else ref.target)
+        return ref
+
+    @contextmanager
+    def packing(self) -> Iterator[None]:
+        """Inside the block, the objects ``stage`` writes are kept in memory, and written as
+        one pack when the block ends (nothing, when it raises): one group's transitions cost
+        two files instead of a loose file per object. Publish their refs after the block."""
+        writer = PackWriter(self._objects, fsync=self._fsync)
+        self._write = writer.add
+        try:
+            yield
+        finally:
+            self._write = self._loose
+        writer.write()
+
+    def consolidate(self) -> bool:
+        """Merge the packs groups wrote once there are many (``journal.pack.consolidate``)."""
+        return consolidate(self.repo.path, self._objects)
 
     @contextmanager
     def locked(self, quest_id: str) -> Iterator[Locked]:
@@ -461,25 +503,35 @@ class Journal:
         entries[folder] = (TREE, tree)
 
 
+def objects_dir(repo: pygit2.Repository) -> str:
+    """The repository's object directory (a linked worktree keeps its objects in the main
+    repository's)."""
+    git_dir = repo.path
+    common = os.path.join(git_dir, "commondir")
+    if os.path.isfile(common):
+        with open(common, encoding="utf-8") as handle:
+            git_dir = os.path.join(git_dir, handle.read().strip())
+    return os.path.join(git_dir, "objects")
+
+
+def fsync_objects(repo: pygit2.Repository) -> bool:
+    """Whether object files are fsynced: the repository's ``core.fsyncObjectFiles`` (libgit2
+    also follows the process-wide ``pygit2.settings.enable_fsync_gitdir``)."""
+    config = repo.config
+    return "core.fsyncObjectFiles" in config and config.get_bool("core.fsyncObjectFiles")
+
+
 def loose_writer(repo: pygit2.Repository) -> Callable[[int, bytes], pygit2.Oid]:
     """Write objects as loose files straight into the repository's object directory.
 
     The repository's own object database, for every object it does not have yet, also rescans
     the pack directory in case another process added a pack (six system calls per object). A
     journal object is new by construction (its commit, tree, quest and event are unique), and a
-    loose copy of an object that is also packed would be harmless. fsync follows the
-    repository's ``core.fsyncObjectFiles``, or the process-wide
-    ``pygit2.settings.enable_fsync_gitdir``, as libgit2's own writer does.
+    loose copy of an object that is also packed would be harmless. fsync follows
+    ``fsync_objects``, as libgit2's own writer does.
     """
-    git_dir = repo.path
-    common = os.path.join(git_dir, "commondir")  # a linked worktree keeps objects in the main one
-    if os.path.isfile(common):
-        with open(common, encoding="utf-8") as handle:
-            git_dir = os.path.join(git_dir, handle.read().strip())
-    config = repo.config
-    fsync = "core.fsyncObjectFiles" in config and config.get_bool("core.fsyncObjectFiles")
     odb = pygit2.Odb()
-    odb.add_backend(pygit2.OdbBackendLoose(os.path.join(git_dir, "objects"), -1, fsync), 1)
+    odb.add_backend(pygit2.OdbBackendLoose(objects_dir(repo), -1, fsync_objects(repo)), 1)
     return odb.write
 
 

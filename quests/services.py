@@ -25,7 +25,7 @@ from ephyra.core.events import BaseEvent
 from ephyra.core.quest import Quest as QuestValue
 from ephyra.core.rules import MachinePolicy
 from ephyra.policy import default_policy, parse_policy
-from journal.apply import Applied, apply
+from journal.apply import Applied, apply, apply_all
 from journal.store import Journal
 from ledger.audit import audit_append, audit_chained, audit_statement
 from ledger.models import Operation
@@ -128,13 +128,20 @@ def quest_apply_all(
     One event per quest, so that a crash between the Git writes and the commit leaves each
     quest's journal at most one event ahead of the database, with that event at its head:
     offered again, it is answered as the head's own (``journal.apply``), never decided twice.
-    ``after_journal`` runs once, after the last Git write."""
+    ``after_journal`` runs once, after the last Git write. The group's objects are written to
+    Git as one pack (``journal.apply.apply_all``) before any ref moves."""
     quest_ids = [event.quest for event in events]
     if len(set(quest_ids)) != len(quest_ids):
         raise ValueError(f"a group holds one event per quest, got {quest_ids}")
     policy = policy or workspace_policy(workspace)
     journal = workspace_journal(workspace)
-    applied = [apply(journal, event, policy) for event in events]
+    # A group's objects go to Git as one pack; one event's as loose objects (a pack per event
+    # would only make more packs to merge).
+    applied = (
+        apply_all(journal, events, policy)
+        if len(events) > 1
+        else [apply(journal, event, policy) for event in events]
+    )
     if after_journal is not None and any(one.decision.accepted for one in applied):
         after_journal()
     outcomes: list[Outcome] = [Outcome(one, 0) for one in applied]

@@ -8,14 +8,15 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from journal import apply as journal_apply
 from ledger import applying
 from ledger.applying import inbound_groups
 from ledger.inbound import RESOLVE, submit_event
 from ledger.lease import lease_acquire
 from ledger.models import InboundEvent
 from ledger.worker import Worker
-from quests import services
 from quests.models import Quest
+from quests.repair import repair_workspace
 from tests.core.story import Story
 
 Row = InboundEvent
@@ -89,24 +90,24 @@ def test_a_refused_event_in_a_group_is_marked_refused_and_the_rest_applied(works
 @pytest.mark.django_db
 def test_a_group_that_raises_is_taken_one_event_at_a_time(workspace, monkeypatch):
     signals_and_triage(workspace, quests=4)
-    real = services.apply
+    real = journal_apply.decide
 
-    def broken(journal, event, policy):
+    def broken(quest, event, policy):
         if event.id == "q2-e2":
             raise RuntimeError("a bug that this one event meets every time")
-        return real(journal, event, policy)
+        return real(quest, event, policy)
 
-    monkeypatch.setattr(services, "apply", broken)
+    monkeypatch.setattr(journal_apply, "decide", broken)
     Worker(owner="w1").take_inbound(lease_acquire(workspace.pk, "w1"), workspace)
     states = dict(InboundEvent.objects.values_list("event_id", "state"))
     assert states.pop("q2-e2") == "pending"  # tried again later, up to the delivery limit
     assert set(states.values()) == {"applied"}
     assert InboundEvent.objects.get(event_id="q2-e2").attempts == 1
-    # q0's and q1's triage reached Git before the group failed, and were followed from there.
-    monkeypatch.setattr(services, "apply", real)
+    monkeypatch.setattr(journal_apply, "decide", real)
     Worker(owner="w1").take_inbound(lease_acquire(workspace.pk, "w1"), workspace)
     assert InboundEvent.objects.get(event_id="q2-e2").state == "applied"
     assert set(Quest.objects.values_list("state", flat=True)) == {"triaged"}
+    assert not repair_workspace(workspace).changed
 
 
 def test_the_group_size_is_bounded():
