@@ -18,9 +18,10 @@ class Operation(models.Model):
         AMBIGUOUS = "ambiguous"
         DEAD = "dead"
 
-    key = models.CharField(max_length=400, unique=True)
+    key = models.CharField(max_length=400)
+    # No index of its own: the composite indexes below start with the workspace.
     workspace = models.ForeignKey(
-        "quests.Workspace", on_delete=models.CASCADE, related_name="operations"
+        "quests.Workspace", on_delete=models.CASCADE, related_name="operations", db_index=False
     )
     quest_id = models.CharField(max_length=128)
     type = models.CharField(max_length=40)
@@ -43,6 +44,9 @@ class Operation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        # A constraint rather than unique=True: on PostgreSQL that would add a second index
+        # (varchar_pattern_ops, for LIKE), and every ledger row written pays for each index.
+        constraints = [models.UniqueConstraint(fields=["key"], name="operation_unique_key")]
         indexes = [
             models.Index(fields=["workspace", "state", "due_at"], name="operation_queue"),
             models.Index(fields=["workspace", "quest_id"], name="operation_quest"),
@@ -102,7 +106,7 @@ class InboundEvent(models.Model):
         DEAD = "dead"
 
     workspace = models.ForeignKey(
-        "quests.Workspace", on_delete=models.CASCADE, related_name="inbound_events"
+        "quests.Workspace", on_delete=models.CASCADE, related_name="inbound_events", db_index=False
     )
     event_id = models.CharField(max_length=128)
     quest_id = models.CharField(max_length=128)

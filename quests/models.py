@@ -48,19 +48,26 @@ class PolicyVersion(models.Model):
 
 
 class Signal(models.Model):
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="signals")
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="signals", db_index=False
+    )
     signal_id = models.CharField(max_length=128)
     fingerprint = models.CharField(max_length=200)
     severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES)
     title = models.CharField(max_length=4000, blank=True)
-    quest_id = models.CharField(max_length=128, blank=True, db_index=True)
+    quest_id = models.CharField(max_length=128, blank=True)
     received_at = models.DateTimeField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["workspace", "signal_id"], name="signal_unique_id")
         ]
-        indexes = [models.Index(fields=["workspace", "fingerprint"], name="signal_fingerprint")]
+        # Each index is paid for by every row written; the workspace leads them all, so the
+        # foreign key needs none of its own.
+        indexes = [
+            models.Index(fields=["workspace", "fingerprint"], name="signal_fingerprint"),
+            models.Index(fields=["workspace", "quest_id"], name="signal_quest"),
+        ]
 
     def __str__(self) -> str:
         return self.signal_id
@@ -69,7 +76,9 @@ class Signal(models.Model):
 class Quest(models.Model):
     """The projection of one quest's journal head."""
 
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="quests")
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="quests", db_index=False
+    )
     quest_id = models.CharField(max_length=128)
     state = models.CharField(max_length=16, choices=STATE_CHOICES)
     revision = models.PositiveIntegerField()
