@@ -122,7 +122,6 @@ def apply_all(
                 answers[index] = Applied(decision, commit, 0, parent=head)
                 continue
         answers[index] = apply(journal, event, policy)
-    journal.consolidate()
     return answers  # type: ignore[return-value]
 
 

@@ -8,9 +8,10 @@ names a commit in it. Git's pack format (``gitformat-pack``): a header, each obj
 size then its zlib stream, the SHA-1 of all that; the index: a fan-out table, the sorted object
 ids, each object's CRC-32 and offset, the pack's checksum, its own.
 
-Packs written this way pile up, one a group; ``consolidate`` merges them with
-``git repack --geometric`` once there are ``PACK_LIMIT`` of them, so an object lookup never
-has many indexes to search and git's own repacking has little left to do.
+Packs written this way pile up, one a group, and so do the loose objects of single events;
+``consolidate`` merges them with ``git repack --geometric`` once there are ``PACK_LIMIT`` packs
+or about ``LOOSE_LIMIT`` loose objects, so an object lookup never has many indexes or files to
+search and git's own repacking has little left to do.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from collections.abc import Callable
 import pygit2
 
 PACK_LIMIT = 32  # packs in objects/pack before they are merged
+# Loose objects before they are packed too (git's gc.auto default, estimated as git does: from
+# one of the 256 fan-out directories). One event at a time writes about six.
+LOOSE_LIMIT = 6700
 _TYPE_NAMES = {
     pygit2.GIT_OBJECT_COMMIT: b"commit",
     pygit2.GIT_OBJECT_TREE: b"tree",
@@ -131,13 +135,23 @@ def pack_count(objects_dir: str) -> int:
         return 0
 
 
-def consolidate(git_dir: str, objects_dir: str, limit: int | None = None) -> bool:
-    """Merge small packs once there are more than ``limit``: ``git repack --geometric=2 -d``
-    leaves pack sizes a geometric progression (each merge touches mostly small packs, so the
-    work stays proportional to what was added) and removes the merged ones. Readers of a pack
-    it removes find the object again in the merged pack (libgit2 and git both look again when
-    a pack goes away). True when it ran."""
-    if pack_count(objects_dir) <= (PACK_LIMIT if limit is None else limit):
+def loose_estimate(objects_dir: str) -> int:
+    """About how many loose objects there are: 256 times those in ``objects/17``."""
+    try:
+        with os.scandir(os.path.join(objects_dir, "17")) as entries:
+            return 256 * sum(1 for _ in entries)
+    except FileNotFoundError:
+        return 0
+
+
+def consolidate(git_dir: str, objects_dir: str) -> bool:
+    """Merge small packs once there are more than ``PACK_LIMIT``, and pack loose objects once
+    there are about ``LOOSE_LIMIT``: ``git repack --geometric=2 -d`` rolls the loose objects and
+    the small packs into one and leaves pack sizes a geometric progression, so each merge
+    touches mostly small packs and the work stays proportional to what was added; it removes
+    what it merged. Readers of a pack it removes find the object again in the merged pack
+    (libgit2 and git both look again when a pack goes away). True when it ran."""
+    if pack_count(objects_dir) <= PACK_LIMIT and loose_estimate(objects_dir) < LOOSE_LIMIT:
         return False
     subprocess.run(
         ["git", "--git-dir", git_dir, "repack", "-d", "-q", "--geometric=2"],

@@ -365,7 +365,8 @@ class Journal:
         writer.write()
 
     def consolidate(self) -> bool:
-        """Merge the packs groups wrote once there are many (``journal.pack.consolidate``)."""
+        """Pack the loose objects and merge the packs once there are many
+        (``journal.pack.consolidate``)."""
         return consolidate(self.repo.path, self._objects)
 
     @contextmanager

@@ -144,6 +144,7 @@ def quest_apply_all(
     )
     if after_journal is not None and any(one.decision.accepted for one in applied):
         after_journal()
+    journal.consolidate()  # now and then: many packs or loose objects become one pack
     outcomes: list[Outcome] = [Outcome(one, 0) for one in applied]
     # No savepoint of its own: inside a caller's transaction (the worker's fenced one) a failure
     # here fails the caller's whole transaction anyway, and a savepoint is two round trips.

@@ -129,6 +129,7 @@ def test_many_packs_are_merged_and_every_journal_still_reads(journal, monkeypatc
     for round_ in range(6):
         for answer in apply_all(journal, firsts(3, start=3 * round_)):
             heads[answer.decision.quest_id] = answer.head
+        journal.consolidate()  # as the engine does after its Git writes
         assert all(reader.load(q)[0] is not None for q in heads)
         assert pack_count(objects) <= 4 + 1
     assert pack_count(objects) < 6
@@ -137,3 +138,17 @@ def test_many_packs_are_merged_and_every_journal_still_reads(journal, monkeypatc
     for quest_id in heads:
         assert replay_journal(fresh, quest_id).matches
     git(journal, "fsck", "--strict", "--no-dangling")
+
+
+def test_loose_objects_are_packed_once_there_are_many(journal, monkeypatch):
+    monkeypatch.setattr(pack, "LOOSE_LIMIT", 256)  # one object in objects/17 is enough
+    stories = [Story(f"q{n}") for n in range(40)]
+    heads = {s.quest: apply(journal, s.signal(fingerprint=s.quest)).head for s in stories}
+    objects = os.path.join(journal.path, "objects")
+    assert pack.loose_estimate(objects) >= 256 and loose(journal) >= 200
+    assert journal.consolidate()
+    assert loose(journal) == 0 and pack_count(objects) == 1
+    assert not journal.consolidate()  # nothing left to do
+    fresh = Journal(journal.path)
+    assert {q: fresh.head(q) for q in heads} == heads
+    assert all(replay_journal(fresh, q).matches for q in heads)
