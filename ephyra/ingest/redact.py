@@ -155,19 +155,30 @@ class _Compiled:
         """Replace in ``text`` what the pattern finds in ``subject`` (``text`` or its
         lowercase copy, of the same length), from ``start`` on (where a match can begin: the
         lookbehinds still see what comes before)."""
+        return self.replace(text, subject, start)[0]
+
+    def replace(self, text: str, subject: str, start: int = 0) -> tuple[str, bool]:
+        """``apply``, and whether a replaced secret touched other text: a character next to it
+        that is not whitespace (nor the line's end), which now sits next to a placeholder."""
         pieces: list[str] = []
         last = 0
+        glued = False
         for match in self.regex.finditer(subject, start):
             span = self._span(text, match)
             if span is None:
                 continue
-            pieces.append(text[last : span[0]])
+            lo, hi = span
+            if not glued:
+                glued = (lo > 0 and not text[lo - 1].isspace()) or (
+                    hi < len(text) and not text[hi].isspace()
+                )
+            pieces.append(text[last:lo])
             pieces.append(self.rule.placeholder)
-            last = span[1]
+            last = hi
         if not pieces:
-            return text
+            return text, False
         pieces.append(text[last:])
-        return "".join(pieces)
+        return "".join(pieces), glued
 
 
 def _compile(rule: Rule) -> _Compiled:
@@ -360,7 +371,7 @@ _WINDOWS: dict[str, Callable[[str, str, bytes, bytes], int]] = {
 
 # One line rule: (compiled, pattern on the lowercase copy, shortest match, needs as bits, gate,
 # hints, their search when they are many, hints in the lowercase copy, screen kind and needle,
-# window).
+# window, position in the table).
 _LineRule = tuple[
     _Compiled,
     bool,
@@ -373,10 +384,11 @@ _LineRule = tuple[
     int,
     bytes,
     "Callable[[str, str, bytes, bytes], int] | None",
+    int,
 ]
 
 
-def _line_rule(c: _Compiled) -> _LineRule:
+def _line_rule(position: int, c: _Compiled) -> _LineRule:
     mask = 0
     for need in c.rule.needs:
         mask |= _FEATURE_BITS[need]
@@ -384,21 +396,24 @@ def _line_rule(c: _Compiled) -> _LineRule:
     hints = c.rule.hints
     return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints), hints,
             _any_hint(hints), c.rule.hints_lower, kind, needle,
-            _WINDOWS.get(c.rule.name))  # fmt: skip
+            _WINDOWS.get(c.rule.name), position)  # fmt: skip
 
 
-_LINE_RULES: tuple[_LineRule, ...] = tuple(_line_rule(c) for c in _COMPILED if c is not _WHOLE_TEXT)
-_BY_FEATURES: dict[int, tuple[_LineRule, ...]] = {}
+_LINE_RULES: tuple[_LineRule, ...] = tuple(
+    _line_rule(i, c) for i, c in enumerate(c for c in _COMPILED if c is not _WHOLE_TEXT)
+)
+_BY_FEATURES: dict[tuple[int, int], tuple[_LineRule, ...]] = {}
 _cache: dict[str, str] = {}
 _previous: dict[str, str] = {}
 
 
-def _rules_for(mask: int) -> tuple[_LineRule, ...]:
-    """The rules whose needs the line meets, in order (computed once per combination)."""
-    found = _BY_FEATURES.get(mask)
+def _rules_for(mask: int, after: int = -1) -> tuple[_LineRule, ...]:
+    """The rules whose needs the line meets, in order, from the one after position ``after``
+    (computed once per combination)."""
+    found = _BY_FEATURES.get((mask, after))
     if found is None:
-        found = tuple(r for r in _LINE_RULES if r[3] & ~mask == 0)
-        _BY_FEATURES[mask] = found
+        found = tuple(r for r in _LINE_RULES if r[11] > after and r[3] & ~mask == 0)
+        _BY_FEATURES[mask, after] = found
     return found
 
 
@@ -409,7 +424,7 @@ def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_Lin
     runs = digits = b""
     out = []
     for rule in rules:
-        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _ = rule
+        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _, _ = rule
         if size < shortest:
             continue
         if hints:
@@ -453,7 +468,7 @@ def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_Lin
 # every digit a 0: the same message with another id, port, line number or address is looked at
 # once. Like the line cache, in memory only.
 _PLANS: dict[bytes, tuple[int, tuple[_LineRule, ...]]] = {}
-_REPLANS: dict[tuple[bytes, int], tuple[_LineRule, ...]] = {}
+_REPLANS: dict[tuple[bytes, int, int], tuple[_LineRule, ...]] = {}
 PLAN_CACHE_SIZE = 8192
 # Passes over the rules after a replacement, at most. Each replacement turns text that is not a
 # placeholder into one, so the passes end by themselves; the bound keeps a line's cost bounded
@@ -489,25 +504,29 @@ def _redact_line(text: str) -> str:
             start = rule[10](text, lower, raw, skeleton)
             if start < 0:
                 continue
-        out = rule[0].apply(text, lower if rule[1] else text, start)
+        out, glued = rule[0].replace(text, lower if rule[1] else text, start)
         if out is text:
             continue
-        # Every rule reads the new text again, those before this one too: a placeholder ends
-        # in "]", so a token that was glued to the secret just replaced now starts at a word
-        # boundary (a card number with a key after it). Its secrets were in the old text, with
+        # The rules after this one read the new text. Its secrets were in the old text, with
         # the features they need, so the rules chosen from the old text still cover them.
+        # When a replaced secret touched other text, the rules before this one read it again
+        # too: a placeholder ends in "]", so a token glued to the secret (a card number with a
+        # key right after it) now starts at a word boundary. A secret between whitespace changes
+        # nothing any rule sees: no pattern begins or ends with whitespace, and no lookaround
+        # reaches past it.
         text, lower = out, _lowercase(out)
         raw = text.encode("utf-8", "surrogatepass")
         skeleton = raw.translate(_DIGIT_SKELETON)
         if restarts == _MAX_RESTARTS:
             continue  # no more passes: the rest of this one reads the new text
-        key = (skeleton, mask)
+        after = rule[11] if not glued else -1
+        key = (skeleton, mask, after)
         replan = _REPLANS.get(key)
         if replan is None:
-            replan = _gated(text, lower, raw, skeleton, _rules_for(mask))
+            replan = _gated(text, lower, raw, skeleton, _rules_for(mask, after))
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
-        restarts += 1
+        restarts += glued
     return text
 
 
