@@ -402,65 +402,62 @@ def _line_rule(position: int, c: _Compiled) -> _LineRule:
 _LINE_RULES: tuple[_LineRule, ...] = tuple(
     _line_rule(i, c) for i, c in enumerate(c for c in _COMPILED if c is not _WHOLE_TEXT)
 )
-_BY_FEATURES: dict[tuple[int, int], tuple[_LineRule, ...]] = {}
+_BY_FEATURES: dict[tuple[int, int], Callable[[str, str, bytes, bytes], tuple]] = {}
 _cache: dict[str, str] = {}
 _previous: dict[str, str] = {}
 
 
-def _rules_for(mask: int, after: int = -1) -> tuple[_LineRule, ...]:
-    """The rules whose needs the line meets, in order, from the one after position ``after``
-    (computed once per combination)."""
+def _rules_for(mask: int, after: int = -1) -> Callable[[str, str, bytes, bytes], tuple]:
+    """The gate of the rules whose needs the line meets, in order, from the one after position
+    ``after``: a function of the line that returns those of them whose length bound, hints and
+    screens it meets (built once per combination)."""
     found = _BY_FEATURES.get((mask, after))
     if found is None:
-        found = tuple(r for r in _LINE_RULES if r[11] > after and r[3] & ~mask == 0)
-        _BY_FEATURES[mask, after] = found
+        rules = tuple(r for r in _LINE_RULES if r[11] > after and r[3] & ~mask == 0)
+        found = _BY_FEATURES[mask, after] = _gate_function(rules)
     return found
 
 
-def _gated(text: str, lower: str, raw: bytes, skeleton: bytes, rules: tuple[_LineRule, ...]):
-    """Of ``rules``, those whose length bound, hints and screens ``text`` meets (``raw`` is its
-    UTF-8, ``skeleton`` that with every digit a 0)."""
-    size = len(text)
-    runs = digits = b""
-    out = []
-    for rule in rules:
+def _gate_function(rules: tuple[_LineRule, ...]) -> Callable[[str, str, bytes, bytes], tuple]:
+    """``rules``' gate, written out as Python: each rule one ``if`` holding only the tests it has
+    (its length bound, its hints, its screen), cheapest first. A line that misses the plan cache
+    runs it, and a loop over the rules testing what each one has costs several times as much
+    (``text`` is the line, ``lower`` its lowercase copy, ``raw`` its UTF-8, ``skeleton`` that
+    with every digit a 0)."""
+    names: dict[str, Any] = {"_RUN_BYTES": _RUN_BYTES, "_DIGIT_RUNS": _DIGIT_RUNS}
+    names["_CARD_SEPARATORS"] = _CARD_SEPARATORS
+    body = ["def gate(text, lower, raw, skeleton):", "    size = len(text)", "    out = []"]
+    screens = {r[8] for r in rules}
+    if _RUN_SCREEN in screens:
+        body.append("    runs = raw.translate(_RUN_BYTES)")
+    if _DIGITS_SCREEN in screens:
+        body.append("    digits = raw.translate(_DIGIT_RUNS, _CARD_SEPARATORS)")
+    for n, rule in enumerate(rules):
         _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _, _ = rule
-        if size < shortest:
-            continue
-        if hints:
-            if gate and gate not in text:
-                continue
-            if any_hint is not None:
-                if any_hint.search(text) is None:
-                    continue
-            else:
-                for hint in hints:
-                    if hint in text:
-                        break
-                else:
-                    continue
+        names[f"rule{n}"] = rule
+        tests = [f"size >= {shortest}"] if shortest else []
+        if gate:
+            tests.append(f"{gate!r} in text")
+        if any_hint is not None:
+            names[f"hints{n}"] = any_hint
+            tests.append(f"hints{n}.search(text) is not None")
+        elif hints:
+            tests.append("(" + " or ".join(f"{h!r} in text" for h in hints) + ")")
         if hints_lower:
-            for hint in hints_lower:
-                if hint in lower:
-                    break
-            else:
-                continue
-        if screen:
-            if screen == _RUN_SCREEN:
-                runs = runs or raw.translate(_RUN_BYTES)
-                if needle not in runs:
-                    continue
-            elif screen == _DIGITS_SCREEN:
-                digits = digits or raw.translate(_DIGIT_RUNS, _CARD_SEPARATORS)
-                if needle not in digits:
-                    continue
-            elif screen == _IPV4_SCREEN:
-                if skeleton.count(b"0.") < 3:
-                    continue
-            elif "::" not in text and text.count(":") < 7:  # colons: IPv6
-                continue
-        out.append(rule)
-    return tuple(out)
+            tests.append("(" + " or ".join(f"{h!r} in lower" for h in hints_lower) + ")")
+        if screen == _RUN_SCREEN:
+            tests.append(f"{needle!r} in runs")
+        elif screen == _DIGITS_SCREEN:
+            tests.append(f"{needle!r} in digits")
+        elif screen == _IPV4_SCREEN:
+            tests.append('skeleton.count(b"0.") >= 3')
+        elif screen == _COLONS_SCREEN:
+            tests.append('("::" in text or text.count(":") >= 7)')
+        body.append(f"    if {' and '.join(tests) or 'True'}:")
+        body.append(f"        out.append(rule{n})")
+    body.append("    return tuple(out)")
+    exec("\n".join(body), names)  # the source is built above from the rule table alone
+    return names["gate"]
 
 
 # Which rules a line wakes does not depend on which digits it has (no hint holds a digit; the
@@ -492,7 +489,7 @@ def _redact_line(text: str) -> str:
     plan = _PLANS.get(skeleton)
     if plan is None:
         mask = _features(text, lower)
-        plan = mask, _gated(text, lower, raw, skeleton, _rules_for(mask))
+        plan = mask, _rules_for(mask)(text, lower, raw, skeleton)
         _remember_plan(_PLANS, skeleton, plan)
     mask, todo = plan
     i = restarts = 0
@@ -523,7 +520,7 @@ def _redact_line(text: str) -> str:
         key = (skeleton, mask, after)
         replan = _REPLANS.get(key)
         if replan is None:
-            replan = _gated(text, lower, raw, skeleton, _rules_for(mask, after))
+            replan = _rules_for(mask, after)(text, lower, raw, skeleton)
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
         restarts += glued
