@@ -131,10 +131,9 @@ def _attributes(items: Any) -> dict[str, Any]:
     out = {}
     for kv in items:
         value = kv.value
-        # most values are strings: read them without the call
-        out[kv.key] = (
-            value.string_value if value.WhichOneof("value") == "string_value" else _value(value)
-        )
+        # most values are non-empty strings: read without asking which field is set (an unset
+        # string reads as "", and then the value is looked at properly)
+        out[kv.key] = value.string_value or _value(value)
     return out
 
 

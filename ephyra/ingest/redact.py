@@ -483,7 +483,9 @@ def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
 def _redact_line(text: str) -> str:
     # The needs are read once, from the line as it came; the length, hints and screens from the
     # line as the rules before have left it.
-    lower = _lowercase(text)
+    lower = text.lower()
+    if len(lower) != len(text):  # _lowercase, inline: this runs for every line not seen before
+        lower = text.translate(_ASCII_LOWER)
     raw = text.encode("utf-8", "surrogatepass")
     skeleton = raw.translate(_DIGIT_SKELETON)
     plan = _PLANS.get(skeleton)
@@ -528,22 +530,22 @@ def _redact_line(text: str) -> str:
 
 
 def _cached_line(text: str) -> str:
+    """A line's redaction, remembered; for a line the cache's current generation does not hold
+    (callers look there first)."""
     # The shortest shapes: "::1", "a@b.io", "pwd=x"; anything else needs eight characters.
     if len(text) < 8 and not ("@" in text or ":" in text or "=" in text):
         return text
     if len(text) > MAX_CACHED_LINE or not LINE_CACHE_SIZE:
         return _redact_line(text)
     global _cache, _previous
-    found = _cache.get(text)
+    found = _previous.get(text)
     if found is None:
-        found = _previous.get(text)
-        if found is None:
-            found = _redact_line(text)
-        if len(_cache) >= LINE_CACHE_SIZE:
-            # Two generations: the lines still in use move over as they are met again, the
-            # one-off messages and ids go with the old generation.
-            _previous, _cache = _cache, {}
-        _cache[text] = found
+        found = _redact_line(text)
+    if len(_cache) >= LINE_CACHE_SIZE:
+        # Two generations: the lines still in use move over as they are met again, the
+        # one-off messages and ids go with the old generation.
+        _previous, _cache = _cache, {}
+    _cache[text] = found
     return found
 
 

@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 from ephyra.core.states import Severity
 from ephyra.ingest.fingerprint import FINGERPRINT_VERSION, fingerprint, frame_key
@@ -62,9 +63,13 @@ class IngestOptions:
 DEFAULT_OPTIONS = IngestOptions()
 
 
-@dataclass(frozen=True, slots=True)
-class SignalCandidate:
-    """One error, redacted and fingerprinted, ready for triage. Every text field is redacted."""
+_NONE: Mapping[str, str] = MappingProxyType({})
+
+
+class SignalCandidate(NamedTuple):
+    """One error, redacted and fingerprinted, ready for triage. Every text field is redacted.
+    A named tuple, not a frozen dataclass: one is built per error, and a tuple is built in one
+    step where a frozen dataclass sets its fields one call at a time."""
 
     source: Literal["log", "span_event"]
     severity: Severity
@@ -86,8 +91,8 @@ class SignalCandidate:
     span_id: str  # 16 lowercase hex digits, or ""
     time_unix_nano: int  # 0 when the sender gave no time
     body: str = ""  # the log record's body when it is not the message itself
-    attributes: Mapping[str, str] = field(default_factory=dict)
-    resource: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = _NONE
+    resource: Mapping[str, str] = _NONE
 
     @property
     def at(self) -> datetime | None:
@@ -271,13 +276,16 @@ def redacted_attributes(
             continue
         if len(out) == MAX_ATTRIBUTES:
             break
-        safe_key, secret = _key(key)
+        safe_key, secret = _KEYS.get(key) or _key(key)
         if secret:
             out[safe_key] = SECRET_PLACEHOLDER
-        elif type(value) is str:
-            out[safe_key] = cut(redact(clean(value)), MAX_VALUE)
-        else:
-            out[safe_key] = cut(redact(clean(value_text(value))), MAX_VALUE)
+            continue
+        # clean() and cut() inline for the usual value: ASCII text, short enough
+        text = value if type(value) is str else value_text(value)
+        if not text.isascii() or "\x00" in text:
+            text = clean(text)
+        text = redact(text)
+        out[safe_key] = text if len(text) <= MAX_VALUE else cut(text, MAX_VALUE)
     return out
 
 

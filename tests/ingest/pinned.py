@@ -74,7 +74,8 @@ def plain(candidate: SignalCandidate, options_only: bool = False) -> dict[str, A
             "paths": list(candidate.paths),
             "in_app": [f.in_app for f in candidate.frames],
         }
-    out = dataclasses.asdict(candidate)
+    out = candidate._asdict()
+    out["frames"] = [dataclasses.asdict(frame) for frame in candidate.frames]
     out["severity"] = str(candidate.severity)
     out["attributes"] = dict(candidate.attributes)
     out["resource"] = dict(candidate.resource)
