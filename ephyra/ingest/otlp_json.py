@@ -150,7 +150,9 @@ def _resource(entry: dict[str, Any], where: str) -> dict[str, Any]:
 def _uint64(value: Any, name: str) -> int:
     if value is None:
         return 0
-    if (isinstance(value, str) and _DECIMAL.fullmatch(value)) or (
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 20:
+        value = int(value)  # the usual form of a timestamp: a decimal string
+    elif (isinstance(value, str) and _DECIMAL.fullmatch(value)) or (
         isinstance(value, float) and value.is_integer()
     ):
         value = int(value)
@@ -275,6 +277,15 @@ def _attributes(items: Any, depth: int = 0) -> dict[str, Any]:
         raise Unusable(f"attributes must be an array of key/value objects, got {_kind(items)}")
     out: dict[str, Any] = {}
     for item in items:
+        # The usual attribute, {"key": "k", "value": {"stringValue": "v"}}, read inline; any
+        # other shape goes the long way below.
+        if type(item) is dict:
+            key, value = item.get("key"), item.get("value")
+            if type(key) is str and type(value) is dict and len(value) == 1:
+                inner = value.get("stringValue")
+                if type(inner) is str:
+                    out[key] = inner
+                    continue
         if not isinstance(item, dict):
             raise Unusable(f"an attribute must be an object with key and value, got {_kind(item)}")
         key = item.get("key")
