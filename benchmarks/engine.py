@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,27 +133,40 @@ def timed(work) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def applier(ws: Workspace, events: list, queued: bool) -> Callable[[], None]:
+    """The work of applying ``events``: one at a time through ``quest_apply``, or (``queued``)
+    as the worker takes its queue; the events are then submitted here, beforehand, as web
+    requests and webhooks submit them, which is not part of the work."""
+    if not queued:
+
+        def one_by_one() -> None:
+            for event in events:
+                quest_apply(ws, event)
+
+        return one_by_one
+    for event in events:
+        submit_event(ws, event, source="benchmark")
+    fence, worker = lease_acquire(ws.pk, "benchmark"), Worker(owner="benchmark")
+
+    def drain() -> None:
+        while worker.take_inbound(fence, ws):
+            pass
+
+    return drain
+
+
 def apply_run(
     tmp: Path, slug: str, quests: int, per: int, fsync: bool, profile: bool, queued: bool = False
 ) -> Row:
     ws = new_workspace(tmp, slug, fsync=fsync)
     events = [e for i in range(quests) for e in quest_events(f"q{i:05d}", per)]
     profiler = cProfile.Profile(time.process_time) if profile else None
-    if queued:
-        for event in events:
-            submit_event(ws, event, source="benchmark")
-        fence = lease_acquire(ws.pk, "benchmark")
-        worker = Worker(owner="benchmark")
+    apply = applier(ws, events, queued)
 
     def work() -> None:
         if profiler:
             profiler.enable()
-        if queued:
-            while worker.take_inbound(fence, ws):
-                pass
-        else:
-            for event in events:
-                quest_apply(ws, event)
+        apply()
         if profiler:
             profiler.disable()
 
@@ -175,17 +189,9 @@ def pack_files(repository: str) -> int:
 def _counted(ws: Workspace, events: list, queued: bool) -> dict[str, float]:
     objects, packs = loose_objects(ws.repository), pack_files(ws.repository)
     anchors = len(anchor_history(ws.repository, ws.slug))
-    if queued:
-        for event in events:
-            submit_event(ws, event, source="benchmark")
-        fence, worker = lease_acquire(ws.pk, "benchmark"), Worker(owner="benchmark")
+    apply = applier(ws, events, queued)
     with CaptureQueriesContext(connection) as captured:
-        if queued:
-            while worker.take_inbound(fence, ws):
-                pass
-        else:
-            for event in events:
-                quest_apply(ws, event)
+        apply()
     n = len(events)
     objects = loose_objects(ws.repository) - objects
     packs = pack_files(ws.repository) - packs
@@ -241,15 +247,7 @@ def repair_rows(tmp: Path, quests: int) -> list[Row]:
             prefix = layout[0]  # ledger keys are unique across workspaces: quest ids must differ
             ws = new_workspace(tmp, f"repair-{prefix}", fsync=False)
             events = [e for i in range(quests) for e in quest_events(f"{prefix}{i:05d}", 3)]
-            if layout == "worker groups":
-                for event in events:
-                    submit_event(ws, event, source="benchmark")
-                fence, worker = lease_acquire(ws.pk, "benchmark"), Worker(owner="benchmark")
-                while worker.take_inbound(fence, ws):
-                    pass
-            else:
-                for event in events:
-                    quest_apply(ws, event)
+            applier(ws, events, queued=layout == "worker groups")()
         else:
             subprocess.run(["git", "gc", "-q"], cwd=ws.repository, check=True)
         Quest.objects.filter(workspace=ws).delete()
