@@ -11,6 +11,7 @@ import math
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
+import orjson
 import pygit2
 
 from ephyra.core.effects import Effect, EffectType
@@ -62,6 +63,25 @@ def _field(value: Any, indent: str) -> str:
         inner = ",\n".join([f"{indent}  {_compact(item)}" for item in value])
         return f"[\n{inner}\n{indent}]"
     return _compact(value)
+
+
+def read_json(data: bytes) -> Any:
+    """A journal JSON file read back: what ``json.loads`` gives, through orjson when it reads
+    the file the same way (about three times faster; repair reads every journal). orjson
+    refuses what it would read differently (NaN, lone surrogates, 1e400), except an integer
+    past 64 bits, which it reads as a float: a file with a digit run that long (20 digits, or
+    19 after a minus; a string's digits count too, harmlessly) goes to ``json``."""
+    digits = data.translate(_DIGITS_AS_ZERO)
+    if _WIDE not in digits and _WIDE_NEGATIVE not in digits:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
+_WIDE, _WIDE_NEGATIVE = b"0" * 20, b"-" + b"0" * 19
 
 
 def pretty_json(value: Any) -> bytes:

@@ -24,7 +24,6 @@ tree, so the check cannot fail.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +56,7 @@ from journal.format import (
     commit_message,
     hex_or_none,
     pretty_json,
+    read_json,
     recorded_decision,
     text_file,
     tree_bytes,
@@ -143,7 +143,7 @@ class Journal:
             commit = self.repo[oid]
             self._remember_event(oid, commit.message)
             entries = self._entries(oid, commit)
-            quest = Quest.from_dict(json.loads(self._data(oid, entries, QUEST)))
+            quest = Quest.from_dict(read_json(self._data(oid, entries, QUEST)))
             self._remember(self._quests, oid, quest)
         return quest
 
@@ -161,7 +161,7 @@ class Journal:
         except (KeyError, ValueError):
             if LEGACY_DECISION not in entries:
                 raise JournalError(f"{oid} has no Ephyra trailers: not a journal commit") from None
-            decision = json.loads(self._data(oid, entries, LEGACY_DECISION))
+            decision = read_json(self._data(oid, entries, LEGACY_DECISION))
         return Entry(
             oid,
             parse_event(self._data(oid, entries, EVENT)),
@@ -177,12 +177,12 @@ class Journal:
             entry = known.get(EFFECTS)
             if entry is not None and entry[1] == _EMPTY_EFFECTS:
                 return []
-            return json.loads(self._data(oid, known, EFFECTS))
+            return read_json(self._data(oid, known, EFFECTS))
         try:  # one entry of the tree, not all of them (repair reads every commit this way)
             blob = self.repo[oid].tree[EFFECTS]
         except KeyError:
             raise JournalError(f"commit {oid} has no {EFFECTS}: not a journal commit") from None
-        return [] if blob.id == _EMPTY_EFFECTS else json.loads(blob.data)  # type: ignore[attr-defined]
+        return [] if blob.id == _EMPTY_EFFECTS else read_json(blob.data)  # type: ignore[attr-defined]
 
     def quest_data(self, oid: pygit2.Oid) -> dict[str, Any]:
         """``quest.json`` of a journal commit, parsed but not turned into a Quest (for a commit
@@ -191,7 +191,7 @@ class Journal:
         if known is not None:
             return known
         try:
-            return json.loads(self.repo[oid].tree[QUEST].data)  # type: ignore[attr-defined]
+            return read_json(self.repo[oid].tree[QUEST].data)  # type: ignore[attr-defined]
         except KeyError:
             raise JournalError(f"commit {oid} has no {QUEST}: not a journal commit") from None
 
@@ -217,7 +217,7 @@ class Journal:
             except KeyError:
                 raise JournalError(f"commit {oid} has no {EFFECTS}: not a journal commit") from None
             if blob.id != _EMPTY_EFFECTS:
-                effects.append((oid, json.loads(blob.data)))
+                effects.append((oid, read_json(blob.data)))
             oid, commit = (parents[0] if parents else None), None
         return Since(quest, effects)
 

@@ -16,7 +16,6 @@ one for the ledger keys that exist.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ import pygit2
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from journal.format import read_json
 from journal.store import Journal
 from ledger.audit import audit_append
 from ledger.models import Operation
@@ -82,7 +82,7 @@ def _check_quest(
     known_head = None if row is None else row["journal_head"]
     at_head = known_head == str(head)
     read = journal.since(head, head if at_head else _oid(known_head))
-    wanted = projection_of(json.loads(read.quest), str(head))
+    wanted = projection_of(read_json(read.quest), str(head))
     if row is None:
         batch.creates[quest_id] = wanted
     elif any(row[name] != value for name, value in wanted.items()):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ephyra.core.machine import decide, fold
 from ephyra.core.quest import Quest
 from journal.apply import apply, first_mismatch, replay_journal
-from journal.format import commit_message, pretty_json, signature
+from journal.format import commit_message, pretty_json, read_json, signature
 from journal.store import Journal, JournalConflict, JournalError
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
@@ -507,10 +507,38 @@ JSON = st.recursive(
 )
 
 
+def _typed(value):
+    """``value`` with each number's type beside it: 2**64 == float(2**64), but a journal that
+    read an integer back as a float would be wrong."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
 @given(JSON)
 def test_journal_json_reads_back_as_the_value_it_was_written_from(value):
-    text = pretty_json(value).decode()
+    data = pretty_json(value)
+    text = data.decode()
     assert json.loads(text) == value and text.endswith("\n")
+    assert _typed(read_json(data)) == _typed(json.loads(text)) == _typed(value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pretty_json(2**64),  # orjson alone would read these two as floats
+        pretty_json(-(2**63) - 1),
+        pretty_json({"n": [2**63 - 1, -(2**63), 2**200], "s": "12345678901234567890"}),
+        pretty_json([1e308, -0.0, 5e-324, 0.1]),
+        pretty_json({"é": "日本", "": None, "t": True}),
+        b'"\\ud800"\n',  # a lone surrogate, escaped: orjson refuses it, json reads it
+        b"[1e400, NaN]\n",  # which the journal never writes, but a hand edit may
+    ],
+)
+def test_journal_json_reads_what_json_reads_however_it_is_read(data):
+    assert repr(_typed(read_json(data))) == repr(_typed(json.loads(data)))
 
 
 def test_journal_json_puts_one_field_per_line_with_sorted_keys():
