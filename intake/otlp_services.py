@@ -20,7 +20,7 @@ from django.db.models import F
 from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, SignalRef, SignalSensed
 from ephyra.ingest import ParseResult, SignalCandidate
 from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
-from intake.triage import Route, Router
+from intake.triage import Route, Router, hold_fingerprints
 from ledger.inbound import submit_event
 
 SOURCE = "otlp"
@@ -89,11 +89,15 @@ def signals_receive(
     events: list[BaseEvent] = []
     muted: Counter[str] = Counter()  # muting quest → signals counted in this export
     with transaction.atomic():
+        router = Router(workspace, candidates, received_at)
+        if hold_fingerprints(workspace, router.unopened()):
+            # Another export may have opened one of them since the read: read again, now that
+            # none can until this transaction ends.
+            router = Router(workspace, candidates, received_at)
         taken = {
             row.signal_id: row
             for row in IngestedSignal.objects.filter(workspace=workspace, signal_id__in=ids)
         }
-        router = Router(workspace, candidates, received_at)
         for sid, candidate in zip(ids, candidates, strict=True):
             existing = taken.get(sid)
             if existing is not None:  # a retry of an export already taken

@@ -15,12 +15,14 @@ the second error of a fingerprint in one export merges into what the first one o
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 import pygit2
+from django.db import connection
 
 from ephyra.core.states import TERMINAL, State
 from ephyra.ingest import SignalCandidate
@@ -55,7 +57,7 @@ class Router:
     def __init__(self, workspace, candidates: list[SignalCandidate], now: datetime) -> None:
         self.workspace = workspace
         self.now = now
-        fingerprints = {c.fingerprint for c in candidates}
+        self.fingerprints = fingerprints = {c.fingerprint for c in candidates}
         self.mutes: dict[str, tuple[str, datetime]] = {}  # fingerprint → (quest, until)
         self.open: dict[str, str] = {}  # fingerprint → its oldest open quest
         self.closed: dict[str, str] = {}  # fingerprint → its most recently closed quest
@@ -146,6 +148,11 @@ class Router:
                 return fingerprint, until
         raise KeyError(quest)
 
+    def unopened(self) -> set[str]:
+        """The export's fingerprints that would open or reopen a quest: neither muted nor
+        open."""
+        return self.fingerprints - self.open.keys() - self.mutes.keys()
+
     def opened(self, fingerprint: str, quest: str) -> None:
         """``quest`` is now open for ``fingerprint`` (created, a child, or reopened): the rest
         of the export merges into it."""
@@ -161,6 +168,32 @@ class Router:
             if patch.fingerprint != candidate.fingerprint and touches(patch.files, candidate.paths):
                 return patch.quest
         return None
+
+
+def hold_fingerprints(workspace, fingerprints: set[str]) -> bool:
+    """Make every other export that would open a quest for one of ``fingerprints`` wait until
+    this transaction ends; True when that took a lock the caller must read again after.
+
+    Two exports of a new error, routed at once in two processes, would otherwise each read "no
+    quest" and each open one. On PostgreSQL this takes a transaction-scoped advisory lock per
+    fingerprint (in one order, so two exports never wait on each other); the export that waited
+    then reads the first one's queued quest and merges into it. SQLite needs none: its
+    transactions begin IMMEDIATE, so a second export does not read until the first commits."""
+    if connection.vendor != "postgresql" or not fingerprints:
+        return False
+    keys = sorted(_lock_key(workspace.pk, fingerprint) for fingerprint in fingerprints)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(k, n) "
+            "ORDER BY n",
+            [keys],
+        )
+    return True
+
+
+def _lock_key(workspace_id: int, fingerprint: str) -> int:
+    digest = hashlib.sha256(f"ephyra-triage|{workspace_id}|{fingerprint}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def touches(files: frozenset[str], paths: tuple[str, ...]) -> bool:

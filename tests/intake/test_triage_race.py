@@ -1,0 +1,107 @@
+"""Two exports of a new error routed at the same instant, in two connections: one opens the
+quest and the other merges into it, where each alone would have opened its own."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from ephyra.ingest import parse_logs
+from intake import otlp_services
+from intake.otlp_models import IngestedSignal
+from intake.otlp_services import signals_receive
+from intake.tokens import token_create
+from intake.triage import Router
+from journal.store import Journal
+from ledger.models import InboundEvent
+from quests.models import Workspace
+from tests.intake.test_otlp_refusals import PROTOBUF
+from tests.intake.test_triage_routes import CART, ORDERS, export
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("committed"),
+    pytest.mark.skipif(
+        connection.vendor == "sqlite",
+        # SQLite's transactions begin IMMEDIATE: the second export cannot read before the first
+        # commits, so the two cannot both see "no quest" (and the shared in-memory test database
+        # fails a second writer at once instead of making it wait).
+        reason="needs a database with concurrent writers: run with DATABASE_URL=postgres://…",
+    ),
+]
+AT = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    path = tmp_path / "mirror.git"
+    Journal.init(path, bare=True)
+    return Workspace.objects.create(slug="shop", name="Shop", repository=str(path))
+
+
+def receive_at_once(monkeypatch, workspace, bodies: list[bytes]) -> list[str]:
+    """Each body received in its own thread (its own connection), every thread's first read of
+    the workspace's state made before any of them goes on: the race, every time. Returns what
+    went wrong in the threads (nothing, when all is well)."""
+    token = token_create(workspace, name="race")[0]
+    start = threading.Barrier(len(bodies))
+    local = threading.local()
+    real = Router.__init__
+
+    def first_read_then_wait(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        if not getattr(local, "waited", False):
+            local.waited = True
+            start.wait(timeout=10)
+
+    monkeypatch.setattr(otlp_services.Router, "__init__", first_read_then_wait)
+    errors: list[str] = []
+
+    def receive(body: bytes) -> None:
+        try:
+            signals_receive(
+                token,
+                parse_logs(body, PROTOBUF),
+                body_digest=hashlib.sha256(body).hexdigest(),
+                received_at=AT,
+            )
+        except Exception as error:  # reported by the test, not lost in the thread
+            errors.append(repr(error))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=receive, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return errors
+
+
+def test_two_exports_of_a_new_error_at_once_open_one_quest(monkeypatch, workspace):
+    errors = receive_at_once(
+        monkeypatch, workspace, [export(CART, "'sku-1'"), export(CART, "'sku-2'", "'sku-3'")]
+    )
+
+    assert errors == []
+    signals = IngestedSignal.objects.filter(workspace=workspace)
+    assert sorted(signals.values_list("event", flat=True)) == ["signal_merged", "signal_merged", "signal_sensed"]
+    assert len(set(signals.values_list("quest_id", flat=True))) == 1
+    types = sorted(InboundEvent.objects.values_list("type", flat=True))
+    assert types == ["signal_merged", "signal_merged", "signal_sensed"]
+    assert len(set(InboundEvent.objects.values_list("quest_id", flat=True))) == 1
+
+
+def test_exports_of_different_new_errors_at_once_each_open_their_own(monkeypatch, workspace):
+    errors = receive_at_once(
+        monkeypatch, workspace, [export(CART, "'sku-1'"), export(ORDERS, "no lines")]
+    )
+
+    assert errors == []
+    signals = IngestedSignal.objects.filter(workspace=workspace)
+    assert sorted(signals.values_list("event", flat=True)) == ["signal_sensed", "signal_sensed"]
+    assert len(set(signals.values_list("quest_id", flat=True))) == 2
