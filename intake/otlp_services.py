@@ -19,6 +19,7 @@ from django.db.models import F
 
 from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, SignalRef, SignalSensed
 from ephyra.ingest import ParseResult, SignalCandidate
+from intake.locks import hold
 from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
 from intake.triage import Route, Router, hold_fingerprints
 from ledger.inbound import submit_event
@@ -89,6 +90,9 @@ def signals_receive(
     events: list[BaseEvent] = []
     muted: Counter[str] = Counter()  # muting quest → signals counted in this export
     with transaction.atomic():
+        # An exporter may retry while its first attempt is still being stored: the retry waits
+        # for it here, then finds its signals taken (below) instead of inserting them again.
+        hold(workspace, "export", [body_digest])
         router = Router(workspace, candidates, received_at)
         if hold_fingerprints(workspace, router.unopened()):
             # Another export may have opened one of them since the read: read again, now that

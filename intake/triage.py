@@ -15,17 +15,16 @@ the second error of a fingerprint in one export merges into what the first one o
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 import pygit2
-from django.db import connection
 
 from ephyra.core.states import TERMINAL, State
 from ephyra.ingest import SignalCandidate
+from intake.locks import hold
 from intake.otlp_models import FingerprintMute, IngestedSignal
 from ledger.models import InboundEvent
 from quests.models import Quest
@@ -172,28 +171,12 @@ class Router:
 
 def hold_fingerprints(workspace, fingerprints: set[str]) -> bool:
     """Make every other export that would open a quest for one of ``fingerprints`` wait until
-    this transaction ends; True when that took a lock the caller must read again after.
+    this transaction ends; True when the caller must read the workspace's state again.
 
     Two exports of a new error, routed at once in two processes, would otherwise each read "no
-    quest" and each open one. On PostgreSQL this takes a transaction-scoped advisory lock per
-    fingerprint (in one order, so two exports never wait on each other); the export that waited
-    then reads the first one's queued quest and merges into it. SQLite needs none: its
-    transactions begin IMMEDIATE, so a second export does not read until the first commits."""
-    if connection.vendor != "postgresql" or not fingerprints:
-        return False
-    keys = sorted(_lock_key(workspace.pk, fingerprint) for fingerprint in fingerprints)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(k, n) "
-            "ORDER BY n",
-            [keys],
-        )
-    return True
-
-
-def _lock_key(workspace_id: int, fingerprint: str) -> int:
-    digest = hashlib.sha256(f"ephyra-triage|{workspace_id}|{fingerprint}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    quest" and each open one: the export that waited reads the first one's queued quest and
+    merges into it (``intake.locks``)."""
+    return hold(workspace, "fingerprint", fingerprints)
 
 
 def touches(files: frozenset[str], paths: tuple[str, ...]) -> bool:
