@@ -162,4 +162,3 @@ def _apply_resolution(fence: Fence, workspace: Workspace, row: InboundEvent) -> 
         _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": str(exc)})
         return
     _inbound_done(fence, row, InboundEvent.State.APPLIED, {"state": op.state})
-
