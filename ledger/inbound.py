@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ephyra.core.events import BaseEvent, event_to_dict
 from ledger.models import InboundEvent
+from quests.statements import insert_objects
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,28 @@ def submit_event(workspace, event: BaseEvent, *, source: str) -> InboundEvent:
         return InboundEvent.objects.get(workspace=workspace, event_id=event.id)
     transaction.on_commit(lambda: ring(workspace.pk))
     return row
+
+
+def submit_events(workspace, events: list[BaseEvent], *, source: str) -> None:
+    """``submit_event`` for many events at once, in their order: stored together (COPY on
+    PostgreSQL; an event id already stored is left as it is) with one doorbell. For intake,
+    whose exports carry up to thousands of events: a savepoint and an INSERT each cost more
+    than all the rest of storing them."""
+    if not events:
+        return
+    rows = [
+        InboundEvent(
+            workspace=workspace,
+            event_id=event.id,
+            quest_id=event.quest,
+            type=event.type,  # type: ignore[attr-defined]
+            payload=event_to_dict(event),
+            source=source,
+        )
+        for event in events
+    ]
+    insert_objects(rows, ignore_conflicts=True)
+    transaction.on_commit(lambda: ring(workspace.pk))
 
 
 RESOLVE = "operation.resolve"

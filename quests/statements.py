@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db import connection, models
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models.constants import OnConflict
 
 try:
@@ -175,3 +175,54 @@ def _copy_datetime(value: datetime | None) -> str:
     if value.tzinfo is None:
         raise ValueError(f"a naive datetime for COPY: {value!r}")
     return value.isoformat()
+
+
+# -- inserting many rows --------------------------------------------------------------------
+
+BATCH = 500  # rows per INSERT where COPY is not used
+COPY_FROM = 20  # rows from which PostgreSQL's COPY is used: 3-4x faster than bulk_create
+
+
+def insert_rows(
+    model: Any, workspace: Any, rows: list[dict], *, ignore_conflicts: bool = False
+) -> None:
+    """Insert ``rows`` (values by field name) with every other field at its default, the way
+    ``bulk_create`` would fill it, but each default prepared once per batch, not per row, and
+    no keys returned.
+
+    On PostgreSQL a batch goes in by COPY (``bulk_create`` sends each column as an array, and
+    psycopg escapes every text element of it with a regular expression: most of the time of
+    storing an export of a thousand signals went there). With ``ignore_conflicts`` a conflict
+    (a key that exists) rolls the COPY back to a savepoint and the batch goes in as INSERT ...
+    ON CONFLICT DO NOTHING, which leaves the existing rows as they are."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql" and len(rows) >= COPY_FROM:
+        if not ignore_conflicts:
+            copy_rows(model, workspace, rows)
+            return
+        try:
+            with transaction.atomic():
+                copy_rows(model, workspace, rows)
+            return
+        except IntegrityError:
+            pass
+    fields, values = prepared(model, workspace, rows)
+    size = max(1, min(BATCH, connection.ops.bulk_batch_size(fields, values)))
+    with connection.cursor() as cursor:
+        for start in range(0, len(values), size):
+            chunk = values[start : start + size]
+            sql = insert_sql(model, fields, len(chunk), ignore_conflicts=ignore_conflicts)
+            cursor.execute(sql, [value for row in chunk for value in row])
+
+
+def insert_objects(objects: list[Any], *, ignore_conflicts: bool = False) -> None:
+    """``insert_rows`` for model instances of one workspace (each field's value as
+    ``bulk_create`` would take it, ``pre_save``): ``bulk_create`` without the keys back, several
+    times faster on PostgreSQL."""
+    if not objects:
+        return
+    model = type(objects[0])
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    rows = [{f.name: f.pre_save(o, True) for f in fields} for o in objects]
+    insert_rows(model, objects[0].workspace, rows, ignore_conflicts=ignore_conflicts)

@@ -7,7 +7,7 @@ import pytest
 
 from journal.store import Journal
 from ledger.models import Operation
-from quests import repair
+from quests import repair, statements
 from quests.models import Quest, Workspace
 from quests.repair import repair_workspace
 from quests.services import quest_apply
@@ -60,7 +60,7 @@ def many(workspace, monkeypatch):
 def test_a_batched_repair_rebuilds_everything_and_leaves_existing_ledger_rows_alone(
     many, monkeypatch, copy_from
 ):
-    monkeypatch.setattr(repair, "COPY_FROM", copy_from)
+    monkeypatch.setattr(statements, "COPY_FROM", copy_from)
     keys = sorted(Operation.objects.values_list("key", flat=True))
     delivered = keys[::3]  # some effects already delivered: their rows must stay as they are
     Operation.objects.filter(key__in=delivered).update(state="succeeded", attempts=2)
@@ -86,7 +86,7 @@ def test_a_batched_repair_rebuilds_everything_and_leaves_existing_ledger_rows_al
 
 
 def test_a_key_taken_between_the_lookup_and_the_write_is_left_as_it_is(many, monkeypatch):
-    monkeypatch.setattr(repair, "COPY_FROM", 1)
+    monkeypatch.setattr(statements, "COPY_FROM", 1)
     Operation.objects.filter(workspace=many).update(state="succeeded")
     Quest.objects.filter(workspace=many).delete()
     # As if every key had been inserted by someone else after repair looked them up.

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from ledger import audit
 from ledger.audit import audit_append, audit_verify
 from ledger.models import AuditEntry, Operation
-from quests import repair
+from quests import statements
 from quests.models import Quest
 from quests.repair import repair_workspace
 from quests.services import quest_apply
@@ -90,7 +90,7 @@ def test_a_head_remembered_from_a_rolled_back_transaction_is_not_chained_onto(wo
 
 
 def test_values_that_copy_must_escape_are_rebuilt_exactly(workspace, monkeypatch):
-    monkeypatch.setattr(repair, "COPY_FROM", 1)  # COPY on PostgreSQL even for a few rows
+    monkeypatch.setattr(statements, "COPY_FROM", 1)  # COPY on PostgreSQL even for a few rows
     story = Story("q1")
     signal = {"id": "s1", "fingerprint": f"fp {AWKWARD}", "severity": "error", "title": AWKWARD}
     quest = quest_apply(workspace, story("signal_sensed", signal=signal)).applied.decision.quest
