@@ -26,14 +26,8 @@ def submit_event(workspace, event: BaseEvent, *, source: str) -> InboundEvent:
     transaction commits. A second submission of the same event id returns the first row."""
     try:
         with transaction.atomic():
-            row = InboundEvent.objects.create(
-                workspace=workspace,
-                event_id=event.id,
-                quest_id=event.quest,
-                type=event.type,  # type: ignore[attr-defined]
-                payload=event_to_dict(event),
-                source=source,
-            )
+            row = _row(workspace, event, source)
+            row.save(force_insert=True)
     except IntegrityError:
         return InboundEvent.objects.get(workspace=workspace, event_id=event.id)
     transaction.on_commit(lambda: ring(workspace.pk))
@@ -47,19 +41,19 @@ def submit_events(workspace, events: list[BaseEvent], *, source: str) -> None:
     than all the rest of storing them."""
     if not events:
         return
-    rows = [
-        InboundEvent(
-            workspace=workspace,
-            event_id=event.id,
-            quest_id=event.quest,
-            type=event.type,  # type: ignore[attr-defined]
-            payload=event_to_dict(event),
-            source=source,
-        )
-        for event in events
-    ]
-    insert_objects(rows, ignore_conflicts=True)
+    insert_objects([_row(workspace, event, source) for event in events], ignore_conflicts=True)
     transaction.on_commit(lambda: ring(workspace.pk))
+
+
+def _row(workspace, event: BaseEvent, source: str) -> InboundEvent:
+    return InboundEvent(
+        workspace=workspace,
+        event_id=event.id,
+        quest_id=event.quest,
+        type=event.type,  # type: ignore[attr-defined]
+        payload=event_to_dict(event),
+        source=source,
+    )
 
 
 RESOLVE = "operation.resolve"
