@@ -38,7 +38,7 @@ from ephyra.ingest.signals import (
 
 MAX_DEPTH = 32
 _DECIMAL = re.compile(r"-?\d{1,20}")
-_HEX = re.compile(r"[0-9a-fA-F]*")
+_HEX_DIGITS = "0123456789abcdefABCDEF"
 _VALUE_KEYS = (
     "stringValue",
     "boolValue",
@@ -184,7 +184,7 @@ def _hex_id(value: Any, size: int, name: str) -> str:
         return ""
     if not isinstance(value, str):
         raise Unusable(f"{name} must be a hex string, got {_kind(value)}")
-    if len(value) != 2 * size or not _HEX.fullmatch(value):
+    if len(value) != 2 * size or value.strip(_HEX_DIGITS):  # what is left is not hex
         raise Unusable(f"{name} must be {2 * size} hex digits, got {len(value)} characters")
     value = value.lower()
     return "" if value.count("0") == 2 * size else value
@@ -277,15 +277,18 @@ def _attributes(items: Any, depth: int = 0) -> dict[str, Any]:
         raise Unusable(f"attributes must be an array of key/value objects, got {_kind(items)}")
     out: dict[str, Any] = {}
     for item in items:
-        # The usual attribute, {"key": "k", "value": {"stringValue": "v"}}, read inline; any
-        # other shape goes the long way below.
-        if type(item) is dict:
-            key, value = item.get("key"), item.get("value")
+        # The usual attribute, {"key": "k", "value": {"stringValue": "v"}}, read inline (by
+        # subscripts: a try costs nothing until it catches, a .get is a call each); any other
+        # shape goes the long way below.
+        try:
+            key, value = item["key"], item["value"]
             if type(key) is str and type(value) is dict and len(value) == 1:
-                inner = value.get("stringValue")
+                inner = value["stringValue"]
                 if type(inner) is str:
                     out[key] = inner
                     continue
+        except (KeyError, TypeError, IndexError):  # a missing field, or not an object at all
+            pass
         if not isinstance(item, dict):
             raise Unusable(f"an attribute must be an object with key and value, got {_kind(item)}")
         key = item.get("key")

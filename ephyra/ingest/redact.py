@@ -136,6 +136,9 @@ class _Compiled:
     regex: re.Pattern[str]
     secret_groups: tuple[str, ...]
     check: Callable[[str, re.Match[str], str], bool] | None
+    # The one group that holds the secret (0: the whole match), for ``replace`` to read
+    # without ``_span``; None when there are several (the first that took part decides).
+    group: int | str | None
 
     def _span(self, text: str, match: re.Match[str]) -> tuple[int, int] | None:
         """Where the secret of ``match`` lies in ``text``, or None when it is not one."""
@@ -163,11 +166,21 @@ class _Compiled:
         pieces: list[str] = []
         last = 0
         glued = False
+        group, check = self.group, self.check
         for match in self.regex.finditer(subject, start):
-            span = self._span(text, match)
-            if span is None:
-                continue
-            lo, hi = span
+            if group is None:
+                span = self._span(text, match)
+                if span is None:
+                    continue
+                lo, hi = span
+            else:  # _span for one group, inline: a line with secrets runs this per match
+                lo, hi = match.span(group)
+                if (
+                    lo == hi  # -1, -1 when the group took no part; an empty secret is none
+                    or text.startswith("[redacted:", lo, hi)
+                    or (check is not None and not check(text, match, text[lo:hi]))
+                ):
+                    continue
             if not glued:
                 glued = (lo > 0 and not text[lo - 1].isspace()) or (
                     hi < len(text) and not text[hi].isspace()
@@ -185,7 +198,8 @@ def _compile(rule: Rule) -> _Compiled:
     regex = re.compile(rule.pattern)
     groups = tuple(sorted(n for n in regex.groupindex if n.startswith("secret")))
     check = CHECKS[rule.check] if rule.check else None
-    return _Compiled(rule, regex, groups, check)
+    group = groups[0] if len(groups) == 1 else (0 if not groups else None)
+    return _Compiled(rule, regex, groups, check, group)
 
 
 _COMPILED: tuple[_Compiled, ...] = tuple(_compile(r) for r in RULES)
