@@ -134,25 +134,10 @@ CHECKS: dict[str, Callable[[str, re.Match[str], str], bool]] = {
 class _Compiled:
     rule: Rule
     regex: re.Pattern[str]
-    secret_groups: tuple[str, ...]
+    # The groups that may hold the secret, in order; (0,) for the whole match. The first group
+    # that took part in a match decides whether it is a secret.
+    secret_groups: tuple[int | str, ...]
     check: Callable[[str, re.Match[str], str], bool] | None
-    # The one group that holds the secret (0: the whole match), for ``replace`` to read
-    # without ``_span``; None when there are several (the first that took part decides).
-    group: int | str | None
-
-    def _span(self, text: str, match: re.Match[str]) -> tuple[int, int] | None:
-        """Where the secret of ``match`` lies in ``text``, or None when it is not one."""
-        for name in self.secret_groups or (0,):
-            if match.group(name) is None:
-                continue
-            lo, hi = match.span(name)
-            secret = text[lo:hi]
-            if not secret or secret.startswith("[redacted:"):
-                return None
-            if self.check is not None and not self.check(text, match, secret):
-                return None
-            return lo, hi
-        return None
 
     def apply(self, text: str, subject: str, start: int = 0) -> str:
         """Replace in ``text`` what the pattern finds in ``subject`` (``text`` or its
@@ -166,21 +151,19 @@ class _Compiled:
         pieces: list[str] = []
         last = 0
         glued = False
-        group, check = self.group, self.check
+        groups, check = self.secret_groups, self.check
         for match in self.regex.finditer(subject, start):
-            if group is None:
-                span = self._span(text, match)
-                if span is None:
-                    continue
-                lo, hi = span
-            else:  # _span for one group, inline: a line with secrets runs this per match
+            # Where the secret lies, inline (a line with secrets runs this for every match).
+            for group in groups:
                 lo, hi = match.span(group)
-                if (
-                    lo == hi  # -1, -1 when the group took no part; an empty secret is none
-                    or text.startswith("[redacted:", lo, hi)
-                    or (check is not None and not check(text, match, text[lo:hi]))
-                ):
-                    continue
+                if lo >= 0:
+                    break  # (-1, -1) is a group that took no part
+            if (
+                lo == hi  # no group took part, or the secret is empty
+                or text.startswith("[redacted:", lo, hi)
+                or (check is not None and not check(text, match, text[lo:hi]))
+            ):
+                continue
             if not glued:
                 glued = (lo > 0 and not text[lo - 1].isspace()) or (
                     hi < len(text) and not text[hi].isspace()
@@ -198,8 +181,7 @@ def _compile(rule: Rule) -> _Compiled:
     regex = re.compile(rule.pattern)
     groups = tuple(sorted(n for n in regex.groupindex if n.startswith("secret")))
     check = CHECKS[rule.check] if rule.check else None
-    group = groups[0] if len(groups) == 1 else (0 if not groups else None)
-    return _Compiled(rule, regex, groups, check, group)
+    return _Compiled(rule, regex, groups or (0,), check)
 
 
 _COMPILED: tuple[_Compiled, ...] = tuple(_compile(r) for r in RULES)

@@ -251,6 +251,16 @@ def value_text(value: Any) -> str:
     return json.dumps(_masked(value), ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def redacted_text(value: Any, limit: int) -> str:
+    """``cut(redact(clean(value_text(value))), limit)``, with value_text, clean and cut inline
+    for the usual value (ASCII text, short enough): every field of every record comes here."""
+    text = value if type(value) is str else value_text(value)
+    if not text.isascii() or "\x00" in text:
+        text = clean(text)
+    text = redact(text)
+    return text if len(text) <= limit else cut(text, limit)
+
+
 # Attribute names recur in every record: each one's redacted form and whether it names a secret,
 # remembered (in memory only, like redaction's line cache).
 _KEYS: dict[str, tuple[str, bool]] = {}
@@ -280,18 +290,13 @@ def redacted_attributes(
         if secret:
             out[safe_key] = SECRET_PLACEHOLDER
             continue
-        # clean() and cut() inline for the usual value: ASCII text, short enough
-        text = value if type(value) is str else value_text(value)
-        if not text.isascii() or "\x00" in text:
-            text = clean(text)
-        text = redact(text)
-        out[safe_key] = text if len(text) <= MAX_VALUE else cut(text, MAX_VALUE)
+        out[safe_key] = redacted_text(value, MAX_VALUE)
     return out
 
 
 def resource_info(attributes: Mapping[str, Any]) -> ResourceInfo:
     def text(key: str) -> str:
-        return cut(redact(clean(value_text(attributes.get(key)))), MAX_VALUE)
+        return redacted_text(attributes.get(key), MAX_VALUE)
 
     environment = next((text(k) for k in ENVIRONMENT if attributes.get(k) is not None), "")
     return ResourceInfo(
@@ -352,14 +357,14 @@ def build_candidate(
 ) -> SignalCandidate:
     """``attributes`` are the log record's or the exception event's; ``extra`` are the span's
     (read after the event's own, which win)."""
-    exc_type = cut(redact(clean(value_text(attributes.get(EXCEPTION_TYPE)))), MAX_VALUE)
-    message = cut(redact(clean(value_text(attributes.get(EXCEPTION_MESSAGE)))), MAX_MESSAGE)
+    exc_type = redacted_text(attributes.get(EXCEPTION_TYPE), MAX_VALUE)
+    message = redacted_text(attributes.get(EXCEPTION_MESSAGE), MAX_MESSAGE)
     # The redacted lines go to the stack parser as they are (no split of the joined text).
     lines: list[str] | None = redact_lines(clean(value_text(attributes.get(EXCEPTION_STACKTRACE))))
     stacktrace = "\n".join(lines)
     if len(stacktrace) > MAX_STACKTRACE:
         stacktrace, lines = cut(stacktrace, MAX_STACKTRACE), None
-    body_text = cut(redact(clean(value_text(body))), MAX_MESSAGE) if body is not None else ""
+    body_text = redacted_text(body, MAX_MESSAGE) if body is not None else ""
     if not stacktrace and body_text and detect_language(body_text):
         stacktrace, body_text = body_text, ""  # a trace logged as plain text (stderr, filelog)
         lines = None
@@ -395,7 +400,7 @@ def build_candidate(
         service=resource.service,
         service_version=resource.service_version,
         environment=resource.environment,
-        logger=cut(redact(clean(logger)), MAX_VALUE),
+        logger=redacted_text(logger, MAX_VALUE),
         trace_id=trace_id,
         span_id=span_id,
         time_unix_nano=time_unix_nano,
