@@ -16,7 +16,8 @@ def hold(workspace, kind: str, names: Iterable[str]) -> bool:
     """Wait for, then hold until this transaction ends, the lock of each of ``names`` (of
     ``kind``, in ``workspace``); True when that took locks, so what was read before them must
     be read again. Taken in one statement, in one order: two callers holding some of the same
-    names never wait on each other."""
+    names never wait on each other in a cycle, provided each takes its locks of a kind in one
+    call (as ``signals_receive`` does, in a transaction of its own)."""
     if connection.vendor != "postgresql":
         return False
     keys = sorted({_key(workspace.pk, kind, name) for name in names})

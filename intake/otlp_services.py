@@ -87,7 +87,9 @@ _KIND = {
 def signals_receive(
     token: IngestToken, result: ParseResult, *, body_digest: str, received_at: datetime
 ) -> list[IngestedSignal]:
-    """Store the candidates of one export and submit their quest events, all or nothing."""
+    """Store the candidates of one export and submit their quest events, all or nothing.
+    The new rows come back without primary keys (they are stored by COPY on PostgreSQL): read
+    them, do not save them."""
     workspace = token.workspace
     candidates = result.candidates
     ids = [signal_id(workspace.pk, body_digest, i, c) for i, c in enumerate(candidates)]
@@ -100,7 +102,10 @@ def signals_receive(
         # for it here, then finds its signals taken (below) instead of inserting them again.
         hold(workspace, "export", [body_digest])
         router = Router(workspace, candidates, received_at)
-        if hold_fingerprints(workspace, router.unopened()):
+        # All the export's fingerprints, not only the ones that would open a quest now: one
+        # that was open at this read may be closed by the next, and must not then be opened
+        # unheld. An export that only merges holds nothing, and waits for nobody.
+        if router.unopened() and hold_fingerprints(workspace, router.fingerprints):
             # Another export may have opened one of them since the read: read again, now that
             # none can until this transaction ends.
             router = Router(workspace, candidates, received_at)
@@ -134,7 +139,7 @@ def signals_receive(
             new.append(row)
         insert_objects(new)  # no keys back: nothing here reads them
         submit_events(workspace, events, source=SOURCE)
-        for quest, count in muted.items():
+        for quest, count in sorted(muted.items()):  # in one order: two exports never deadlock
             _count_muted(workspace, quest, router, count, received_at)
     return stored
 

@@ -194,7 +194,9 @@ def insert_rows(
     psycopg escapes every text element of it with a regular expression: most of the time of
     storing an export of a thousand signals went there). With ``ignore_conflicts`` a conflict
     (a key that exists) rolls the COPY back to a savepoint and the batch goes in as INSERT ...
-    ON CONFLICT DO NOTHING, which leaves the existing rows as they are."""
+    ON CONFLICT DO NOTHING, which leaves the existing rows as they are. (On SQLite that is
+    INSERT OR IGNORE, which would also drop a row breaking NOT NULL: callers pass rows whose
+    required values are set.)"""
     if not rows:
         return
     if connection.vendor == "postgresql" and len(rows) >= COPY_FROM:

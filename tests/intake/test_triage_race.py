@@ -20,8 +20,10 @@ from intake.triage import Router
 from journal.store import Journal
 from ledger.models import InboundEvent
 from quests.models import Workspace
+from quests.services import quest_apply
+from tests.core.story import Story
 from tests.intake.test_otlp_refusals import PROTOBUF
-from tests.intake.test_triage_routes import CART, ORDERS, export
+from tests.intake.test_triage_routes import CART, ORDERS, export, fingerprint_of
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -131,3 +133,64 @@ def test_an_export_and_its_retry_at_once_are_stored_once(monkeypatch, workspace)
     assert errors == []
     assert events(workspace) == ["signal_merged", "signal_merged", "signal_sensed"]
     assert InboundEvent.objects.count() == 3
+
+
+def test_a_quest_closed_between_an_exports_two_reads_is_opened_once(monkeypatch, workspace):
+    # Export A holds a new error (ORDERS) and one whose quest is open (CART) when it first
+    # reads. The quest is killed before A reads again, so A opens CART's next quest; export B,
+    # CART alone, arrives before A commits. Had A held only what it first saw unopened, B
+    # would take CART's lock freely and open a second quest beside A's.
+    cart = fingerprint_of(CART)
+    story = Story("q-cart")
+    quest_apply(workspace, story.signal(fingerprint=cart))
+    token = token_create(workspace, name="race")[0]
+    first_read, killed, second_read, b_done = (threading.Event() for _ in range(4))
+    reads = {"n": 0}
+    real = Router.__init__
+
+    def pausing(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        if threading.current_thread().name != "A":
+            return
+        reads["n"] += 1
+        if reads["n"] == 1:
+            first_read.set()
+            killed.wait(timeout=10)
+        elif reads["n"] == 2:
+            second_read.set()
+            b_done.wait(timeout=2)  # B finishes at once if nothing holds CART for A
+
+    monkeypatch.setattr(otlp_services.Router, "__init__", pausing)
+    errors: list[str] = []
+
+    def receive(body: bytes, done: threading.Event | None = None) -> None:
+        try:
+            result = parse_logs(body, PROTOBUF)
+            digest = hashlib.sha256(body).hexdigest()
+            signals_receive(token, result, body_digest=digest, received_at=AT)
+        except Exception as error:  # reported by the test, not lost in the thread
+            errors.append(repr(error))
+        finally:
+            connection.close()
+            if done is not None:
+                done.set()
+
+    both = export(CART, "'sku-1'") + export(ORDERS, "no lines")  # two messages merge
+    a = threading.Thread(target=receive, args=(both,), name="A")
+    a.start()
+    assert first_read.wait(timeout=10)
+    quest_apply(workspace, story("killed", reason="a person stopped it"))
+    killed.set()
+    assert second_read.wait(timeout=10)
+    b = threading.Thread(target=receive, args=(export(CART, "'sku-2'"), b_done), name="B")
+    b.start()
+    for thread in (a, b):
+        thread.join(timeout=30)
+
+    assert errors == []
+    cart_signals = IngestedSignal.objects.filter(workspace=workspace, fingerprint=cart)
+    assert sorted(cart_signals.values_list("event", flat=True)) == [
+        "signal_merged",
+        "signal_sensed",
+    ]
+    assert len(set(cart_signals.values_list("quest_id", flat=True))) == 1
