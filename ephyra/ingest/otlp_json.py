@@ -316,8 +316,14 @@ def walk_logs(data: dict[str, Any], tally: Tally, options: IngestOptions) -> Non
                 try:
                     if not isinstance(record, dict):
                         raise Unusable(f"a log record must be an object, got {_kind(record)}")
-                    number = _severity_number(record.get("severityNumber"))
-                    text = _string(record.get("severityText"), "severityText")
+                    # The usual values checked inline; anything else (absent, wrong) by the
+                    # functions, which say what is wrong.
+                    number = record.get("severityNumber")
+                    if type(number) is not int or not 0 <= number <= 24:
+                        number = _severity_number(number)
+                    text = record.get("severityText")
+                    if type(text) is not str:
+                        text = _string(text, "severityText")
                     trace_id = _hex_id(record.get("traceId"), 16, "traceId")
                     span_id = _hex_id(record.get("spanId"), 8, "spanId")
                     severity = log_severity(number, text)

@@ -490,6 +490,8 @@ def _redact_line(text: str) -> str:
         plan = mask, _rules_for(mask)(text, lower, raw, skeleton)
         _remember_plan(_PLANS, skeleton, plan)
     mask, todo = plan
+    if not todo:  # most lines wake no rule
+        return text
     i = restarts = 0
     while i < len(todo):
         rule = todo[i]
