@@ -138,6 +138,10 @@ EPHYRA_OTLP_MAX_BYTES = env_int("EPHYRA_OTLP_MAX_BYTES", 4 * 1024 * 1024, minimu
 # Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
 EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)
 EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
+# How long an export may wait for another one holding its locks (intake/locks.py: the same
+# export being stored, or a new error's fingerprints being routed) before it is answered 503
+# with Retry-After; 0 waits without limit. PostgreSQL only.
+EPHYRA_OTLP_LOCK_WAIT_MS = env_int("EPHYRA_OTLP_LOCK_WAIT_MS", 10_000, minimum=0)
 
 # The cache holds the OTLP rate counters; they must be shared by every web process: Redis when
 # there is one, else files under the data directory (one host, several processes).

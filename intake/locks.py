@@ -12,6 +12,14 @@ from collections.abc import Iterable
 from django.db import connection
 
 
+def bound_waits(milliseconds: int) -> None:
+    """Make every lock this transaction waits for from now on fail after ``milliseconds`` (0:
+    no bound) with an OperationalError, rather than keep a request waiting without end."""
+    if connection.vendor == "postgresql" and milliseconds:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = {int(milliseconds)}")
+
+
 def hold(workspace, kind: str, names: Iterable[str]) -> bool:
     """Wait for, then hold until this transaction ends, the lock of each of ``names`` (of
     ``kind``, in ``workspace``); True when that took locks, so what was read before them must

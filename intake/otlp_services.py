@@ -14,12 +14,13 @@ import hashlib
 from collections import Counter
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
 from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, SignalRef, SignalSensed
 from ephyra.ingest import Frame, ParseResult, SignalCandidate
-from intake.locks import hold
+from intake.locks import bound_waits, hold
 from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
 from intake.triage import Route, Router, hold_fingerprints
 from ledger.inbound import submit_events
@@ -100,6 +101,7 @@ def signals_receive(
     with transaction.atomic():
         # An exporter may retry while its first attempt is still being stored: the retry waits
         # for it here, then finds its signals taken (below) instead of inserting them again.
+        bound_waits(settings.EPHYRA_OTLP_LOCK_WAIT_MS)  # past it: 503, and the exporter retries
         hold(workspace, "export", [body_digest])
         router = Router(workspace, candidates, received_at)
         # All the export's fingerprints, not only the ones that would open a quest now: one

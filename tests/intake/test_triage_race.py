@@ -9,10 +9,12 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test import Client
 
 from ephyra.ingest import parse_logs
 from intake import otlp_services
+from intake.locks import hold
 from intake.otlp_models import IngestedSignal
 from intake.otlp_services import signals_receive
 from intake.tokens import token_create
@@ -22,7 +24,7 @@ from ledger.models import InboundEvent
 from quests.models import Workspace
 from quests.services import quest_apply
 from tests.core.story import Story
-from tests.intake.test_otlp_refusals import PROTOBUF
+from tests.intake.test_otlp_refusals import PROTOBUF, post
 from tests.intake.test_triage_routes import CART, ORDERS, export, fingerprint_of
 
 pytestmark = [
@@ -194,3 +196,33 @@ def test_a_quest_closed_between_an_exports_two_reads_is_opened_once(monkeypatch,
         "signal_sensed",
     ]
     assert len(set(cart_signals.values_list("quest_id", flat=True))) == 1
+
+
+def test_an_export_kept_waiting_past_its_bound_is_answered_503_and_taken_later(workspace, settings):
+    settings.EPHYRA_OTLP_LOCK_WAIT_MS = 200
+    token = token_create(workspace, name="wait")[1]
+    body = export(CART, "'sku-1'")
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_export() -> None:  # as a first attempt still being stored would
+        try:
+            with transaction.atomic():
+                hold(workspace, "export", [hashlib.sha256(body).hexdigest()])
+                held.set()
+                release.wait(timeout=10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_export)
+    holder.start()
+    try:
+        assert held.wait(timeout=10)
+        waited = post(Client(), body, token=token)
+    finally:
+        release.set()
+        holder.join(timeout=10)
+
+    assert (waited.status_code, waited["Retry-After"]) == (503, "5")
+    assert (IngestedSignal.objects.count(), InboundEvent.objects.count()) == (0, 0)
+    assert post(Client(), body, token=token).status_code == 200
+    assert (IngestedSignal.objects.count(), InboundEvent.objects.count()) == (1, 1)
