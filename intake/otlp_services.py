@@ -22,7 +22,7 @@ from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, Sign
 from ephyra.ingest import Frame, ParseResult, SignalCandidate
 from intake.locks import bound_waits, hold
 from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
-from intake.triage import Route, Router, hold_fingerprints
+from intake.triage import Route, Router
 from ledger.inbound import submit_events
 from quests.statements import insert_objects
 
@@ -104,12 +104,13 @@ def signals_receive(
         bound_waits(settings.EPHYRA_OTLP_LOCK_WAIT_MS)  # past it: 503, and the exporter retries
         hold(workspace, "export", [body_digest])
         router = Router(workspace, candidates, received_at)
-        # All the export's fingerprints, not only the ones that would open a quest now: one
-        # that was open at this read may be closed by the next, and must not then be opened
-        # unheld. An export that only merges holds nothing, and waits for nobody.
-        if router.unopened() and hold_fingerprints(workspace, router.fingerprints):
+        # Two exports of a new error would each read "no quest" and each open one: one that
+        # would open or reopen a quest holds the export's fingerprints first. All of them, not
+        # only the ones unopened now: one open at this read may be closed by the next, and must
+        # not then be opened unheld. An export that only merges holds nothing.
+        if router.unopened() and hold(workspace, "fingerprint", router.fingerprints):
             # Another export may have opened one of them since the read: read again, now that
-            # none can until this transaction ends.
+            # none can until this transaction ends; it then merges into that one's quest.
             router = Router(workspace, candidates, received_at)
         taken = {
             row.signal_id: row

@@ -24,7 +24,6 @@ import pygit2
 
 from ephyra.core.states import TERMINAL, State
 from ephyra.ingest import SignalCandidate
-from intake.locks import hold
 from intake.otlp_models import FingerprintMute, IngestedSignal
 from ledger.models import InboundEvent
 from quests.models import Quest
@@ -167,16 +166,6 @@ class Router:
             if patch.fingerprint != candidate.fingerprint and touches(patch.files, candidate.paths):
                 return patch.quest
         return None
-
-
-def hold_fingerprints(workspace, fingerprints: set[str]) -> bool:
-    """Make every other export that would open a quest for one of ``fingerprints`` wait until
-    this transaction ends; True when the caller must read the workspace's state again.
-
-    Two exports of a new error, routed at once in two processes, would otherwise each read "no
-    quest" and each open one: the export that waited reads the first one's queued quest and
-    merges into it (``intake.locks``)."""
-    return hold(workspace, "fingerprint", fingerprints)
 
 
 def touches(files: frozenset[str], paths: tuple[str, ...]) -> bool:

@@ -1,4 +1,5 @@
-"""Raw statements for the engine's and repair's writes, and a way to send several at once.
+"""Raw statements for the engine's and repair's writes, a way to send several at once, and
+many rows inserted at once (``insert_rows``: repair, and intake's signals and queued events).
 
 The engine's transaction is a handful of small statements (the workspace lock, the projection,
 the ledger rows, the signal, the audit entry) whose results it needs only at the end. On

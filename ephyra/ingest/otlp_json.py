@@ -287,7 +287,7 @@ def _attributes(items: Any, depth: int = 0) -> dict[str, Any]:
                 if type(inner) is str:
                     out[key] = inner
                     continue
-        except (KeyError, TypeError, IndexError):  # a missing field, or not an object at all
+        except (KeyError, TypeError):  # a missing field, or not an object at all
             pass
         if not isinstance(item, dict):
             raise Unusable(f"an attribute must be an object with key and value, got {_kind(item)}")
