@@ -267,11 +267,35 @@ def test_a_body_that_is_not_an_otlp_request_is_a_decode_error(body, message):
         b'\xef\xbb\xbf{"resourceLogs": []}',
         b'{"resourceLogs": [], "x": "\\ud800"}',
         b'{"resourceLogs": [], "x": 1e400}',
+        b'{"resourceLogs": [], "x": [1,12345678901234567890]}',
+        b'{"x":\n\t12345678901234567890, "resourceLogs": []}',
+        b'{"resourceLogs": [], "x": -12345678901234567890.5}',
     ],
 )
 def test_bodies_orjson_would_read_differently_are_read_by_the_standard_library(raw):
     assert otlp_json._fast_load(raw) is None
     assert otlp_json.load(raw) == json.loads(raw)
+
+
+def test_digits_inside_a_string_do_not_send_a_body_to_the_standard_library():
+    # a trace id has twenty decimal digits in a row in about one request of four
+    raw = b'{"resourceLogs": [], "traceId": "5b812345678901234567890f", "x": "-123456789"}'
+    assert otlp_json._fast_load(raw) == json.loads(raw)
+
+
+@given(
+    st.integers(min_value=0, max_value=10**18),
+    st.text(alphabet="0123456789", min_size=1, max_size=40),
+    st.sampled_from(["", "e", "E-", "e+"]),
+    st.text(alphabet="0123456789", min_size=1, max_size=25),
+)
+def test_long_fractions_and_exponents_are_read_by_orjson_as_the_standard_library_reads_them(
+    whole, fraction, mark, exponent
+):
+    number = f"{whole}.{fraction}" + (f"{mark}{exponent}" if mark else "")
+    raw = f'{{"resourceLogs": [], "x": {number}}}'.encode()
+    fast = otlp_json._fast_load(raw)
+    assert fast is None or fast == json.loads(raw)
 
 
 def test_a_plain_body_is_read_the_same_by_both_parsers():
