@@ -258,3 +258,33 @@ def test_glued_examples_are_redacted_as_the_rules_alone_would(first):
     for _, second, _ in POSITIVES:
         if "\n" not in second:
             assert redact_module._redact_line(first + second) == _reference(first + second)
+
+
+_LINE_RULES = [c for c in redact_module._COMPILED if c is not redact_module._WHOLE_TEXT]
+_NEAR_MISSES = st.sampled_from(["[redacted:", "]", "-", "_", "=", "0", "4111", "key", "eyJ"])
+
+
+def _once(compiled, line: str) -> str:
+    return compiled.apply(line, redact_module._lowercase(line) if compiled.rule.lower else line)
+
+
+@pytest.mark.parametrize("compiled", _LINE_RULES, ids=[c.rule.name for c in _LINE_RULES])
+@settings(max_examples=300)
+@given(
+    st.lists(st.one_of(_PIECES, _NEAR_MISSES, st.text(max_size=20)), max_size=14).map(
+        lambda pieces: "".join(pieces).replace("\n", " ")
+    )
+)
+def test_each_rule_alone_finds_nothing_new_in_its_own_output(compiled, line):
+    # The line path relies on it: the rule that just replaced is not run again on its output.
+    once = _once(compiled, line)
+    assert _once(compiled, once) == once
+
+
+@pytest.mark.parametrize("compiled", _LINE_RULES, ids=[c.rule.name for c in _LINE_RULES])
+def test_each_rule_alone_finds_nothing_new_in_its_output_for_glued_examples(compiled):
+    lines = [t for _, t, _ in POSITIVES if "\n" not in t]
+    for first in lines:
+        for second in lines:
+            once = _once(compiled, first + second)
+            assert _once(compiled, once) == once, (first, second)
