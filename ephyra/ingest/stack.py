@@ -366,7 +366,9 @@ def _java(text: str, lines: list[str]) -> ParsedStack:
 # -- Go -------------------------------------------------------------------------------------
 
 _GO_GOROUTINE = re.compile(r"goroutine [0-9]+ \[[^\]\n]*\]:")
-_GO_PANIC = re.compile(r"(?P<type>panic|fatal error): (?P<msg>[^\n]*?)(?: \[recovered\])?$", re.M)
+# The message is the rest of the line, less one " [recovered]" at its end (cut in Python: a lazy
+# message before an optional suffix tries the suffix at every character, ~6x slower).
+_GO_PANIC = re.compile(r"(?P<type>panic|fatal error): (?P<msg>[^\n]*)")
 _GO_STDLIB = frozenset(
     [
         "archive",
@@ -481,7 +483,9 @@ def _go(text: str, lines: list[str]) -> ParsedStack:
     if not frames:
         return _EMPTY
     panic = _GO_PANIC.search(text, 0, head.start())
-    exc_type, message = (panic["type"], panic["msg"].strip()) if panic else ("", "")
+    exc_type, message = (
+        (panic["type"], panic["msg"].removesuffix(" [recovered]").strip()) if panic else ("", "")
+    )
     return ParsedStack("go", tuple(frames), exc_type, message)
 
 

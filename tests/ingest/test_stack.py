@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import traceback
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -117,6 +118,24 @@ def test_go_reads_the_panicking_goroutine_only():
         ("net/http", "(*Server).Serve", 3360, False),
     ]
     assert "runtime_pollWait" not in repr(parsed.frames)
+
+
+@pytest.mark.parametrize(
+    ("first_line", "kind", "message"),
+    [
+        ("panic: boom [recovered]", "panic", "boom"),
+        ("panic: boom [recovered] [recovered]", "panic", "boom [recovered]"),
+        ("panic: [recovered] boom", "panic", "[recovered] boom"),
+        ("fatal error: concurrent map writes", "fatal error", "concurrent map writes"),
+        ("worker 3 panic:  spaced out  ", "panic", "spaced out"),
+    ],
+)
+def test_a_go_panic_line_gives_the_type_and_message_less_one_recovered_mark(
+    first_line, kind, message
+):
+    text = f"{first_line}\n\ngoroutine 7 [running]:\nmain.main()\n\t/src/main.go:9 +0x1d\n"
+    parsed = parse_stack(text, "go")
+    assert (parsed.exception_type, parsed.message) == (kind, message)
 
 
 def test_the_language_is_detected_from_the_shape_when_no_hint_fits():
