@@ -471,6 +471,9 @@ PLAN_CACHE_SIZE = 8192
 # placeholder into one, so the passes end by themselves; the bound keeps a line's cost bounded
 # whatever it holds (after it, rules still run, each once more, on what the last one left).
 _MAX_RESTARTS = 16
+# Lines whose redaction stopped at that bound: the only ones that may not be their own
+# redaction (a few, in memory only).
+_UNFINISHED: dict[str, None] = {}
 
 
 def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
@@ -529,6 +532,10 @@ def _redact_line(text: str) -> str:
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
         restarts += glued
+    if restarts == _MAX_RESTARTS:
+        if len(_UNFINISHED) >= 1024:
+            _UNFINISHED.clear()
+        _UNFINISHED[text] = None
     return text
 
 
@@ -549,6 +556,10 @@ def _cached_line(text: str) -> str:
         # one-off messages and ids go with the old generation.
         _previous, _cache = _cache, {}
     _cache[text] = found
+    if found is not text and found not in _UNFINISHED:
+        # A redacted line is its own redaction (redact(redact(t)) == redact(t)): a title made
+        # of a redacted type and message is the redacted trace line it repeats, found here.
+        _cache[found] = found
     return found
 
 
@@ -561,19 +572,22 @@ def set_line_cache_size(size: int) -> int:
     _previous.clear()
     _PLANS.clear()
     _REPLANS.clear()
+    _UNFINISHED.clear()
     return old
 
 
 def redact(text: str) -> str:
     """``text`` with every secret the rules recognise replaced by its typed placeholder."""
+    # A remembered line is already its full redaction: the PEM rule, applied to one line, is
+    # part of what was remembered (a line left after it has no PEM header). Most texts are
+    # remembered lines, so they are looked up before anything else (a text with a newline, or
+    # shorter than any secret, is simply not found).
+    hit = _cache.get(text)
+    if hit is not None:
+        return hit
     if len(text) < 3:
         return text
     if "\n" not in text:
-        # A remembered line is already its full redaction: the PEM rule, applied to one line,
-        # is part of what was remembered (a line left after it has no PEM header).
-        hit = _cache.get(text)
-        if hit is not None:
-            return hit
         if "PRIVATE KEY-----" in text:
             text = _WHOLE_TEXT.apply(text, text)
         return _cached_line(text)

@@ -288,3 +288,23 @@ def test_each_rule_alone_finds_nothing_new_in_its_output_for_glued_examples(comp
         for second in lines:
             once = _once(compiled, first + second)
             assert _once(compiled, once) == once, (first, second)
+
+
+def test_a_redacted_line_is_remembered_as_its_own_redaction():
+    redact_module.set_line_cache_size(redact_module.set_line_cache_size(0))
+    line = "card declined for user3241@example.com from 10.138.32.191"
+    once = redact(line)
+    assert once == "card declined for [redacted:email] from [redacted:ipv4]"
+    assert redact_module._cache.get(once) == once  # a title repeating it is not redacted again
+
+
+def test_a_line_cut_short_by_the_bound_on_passes_is_not_taken_for_its_own_redaction(
+    monkeypatch,
+):
+    monkeypatch.setattr(redact_module, "_MAX_RESTARTS", 0)
+    redact_module.set_line_cache_size(redact_module.set_line_cache_size(0))
+    line = "pan=5500-0000-0000-0004sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345"
+    once = redact(line)
+    assert once == "pan=[redacted:credit-card]sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345"
+    assert redact_module._cache.get(once) is None
+    assert redact(once) == "pan=[redacted:credit-card][redacted:anthropic-key]"
