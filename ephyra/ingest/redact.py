@@ -229,31 +229,6 @@ _FEATURE_BITS = {
 }
 
 
-def _features(text: str, lower: str) -> int:
-    """Which of the ``needs`` features the line has, as bits (unrolled: this runs per line)."""
-    mask = 0
-    if "@" in text:
-        mask |= _AT
-    if ":" in text:
-        mask |= _COLON | _SEP
-    if "=" in text:
-        mask |= _EQUALS | _SEP
-    if "." in text:
-        mask |= _DOT
-    if "-" in text:
-        mask |= _DASH
-    if "_" in text:
-        mask |= _UNDERSCORE
-    if text != lower:
-        mask |= _UPPER_BIT
-    if (
-        "0" in text or "1" in text or "2" in text or "3" in text or "4" in text
-        or "5" in text or "6" in text or "7" in text or "8" in text or "9" in text
-    ):  # fmt: skip
-        mask |= _DIGIT_BIT
-    return mask
-
-
 # Screens on the line's UTF-8 bytes (bytes.translate is a table lookup per byte, several times
 # cheaper than str.translate): a run of token characters; digits with the spaces and dashes
 # between them gone (a card number's digits then stand together, and little else's do); and a
@@ -476,6 +451,38 @@ _MAX_RESTARTS = 16
 _UNFINISHED: dict[str, None] = {}
 
 
+def _plan(
+    text: str, lower: str, raw: bytes, skeleton: bytes
+) -> tuple[int, tuple[_LineRule, ...]]:
+    """Which of the ``needs`` features the line has, as bits, and the rules its gate lets
+    through; remembered by the line's skeleton. One call, unrolled: every line not seen before
+    in this shape comes here."""
+    mask = 0
+    if "@" in text:
+        mask |= _AT
+    if ":" in text:
+        mask |= _COLON | _SEP
+    if "=" in text:
+        mask |= _EQUALS | _SEP
+    if "." in text:
+        mask |= _DOT
+    if "-" in text:
+        mask |= _DASH
+    if "_" in text:
+        mask |= _UNDERSCORE
+    if text != lower:
+        mask |= _UPPER_BIT
+    if skeleton != raw or b"0" in raw:  # the skeleton differs where a digit 1-9 was
+        mask |= _DIGIT_BIT
+    gate = _BY_FEATURES.get((mask, -1, -1)) or _rules_for(mask)
+    plan = mask, gate(text, lower, raw, skeleton)
+    if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
+        if len(_PLANS) >= PLAN_CACHE_SIZE:
+            _PLANS.clear()
+        _PLANS[skeleton] = plan
+    return plan
+
+
 def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
     if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
         if len(plans) >= PLAN_CACHE_SIZE:
@@ -491,12 +498,7 @@ def _redact_line(text: str) -> str:
         lower = text.translate(_ASCII_LOWER)
     raw = text.encode("utf-8", "surrogatepass")
     skeleton = raw.translate(_DIGIT_SKELETON)
-    plan = _PLANS.get(skeleton)
-    if plan is None:
-        mask = _features(text, lower)
-        plan = mask, _rules_for(mask)(text, lower, raw, skeleton)
-        _remember_plan(_PLANS, skeleton, plan)
-    mask, todo = plan
+    mask, todo = _PLANS.get(skeleton) or _plan(text, lower, raw, skeleton)
     if not todo:  # most lines wake no rule
         return text
     i = restarts = 0
