@@ -290,7 +290,12 @@ def redacted_attributes(
         if secret:
             out[safe_key] = SECRET_PLACEHOLDER
             continue
-        out[safe_key] = redacted_text(value, MAX_VALUE)
+        # redacted_text(value, MAX_VALUE), inline: every attribute of every record comes here
+        text = value if type(value) is str else value_text(value)
+        if not text.isascii() or "\x00" in text:
+            text = clean(text)
+        text = redact(text)
+        out[safe_key] = text if len(text) <= MAX_VALUE else cut(text, MAX_VALUE)
     return out
 
 
@@ -382,8 +387,7 @@ def build_candidate(
     top = next((f for f in frames if f.in_app), frames[0] if frames else None)
     culprit = f"{frame_key(top, roots)} in {top.function}" if top else ""
     paths = tuple(dict.fromkeys(_frame_path(f, parsed.language, roots) for f in frames if f.in_app))
-    merged = dict(extra or {})
-    merged.update(attributes)
+    merged = {**extra, **attributes} if extra else attributes  # read, never changed
     return SignalCandidate(
         source=source,
         severity=severity,
