@@ -34,10 +34,10 @@ from ephyra.ingest.signals import (
     DEFAULT_OPTIONS,
     IngestOptions,
     ParseResult,
+    Raw,
     Signal,
     Tally,
     Unusable,
-    build_candidate,
     log_severity,
     resource_info,
 )
@@ -150,6 +150,7 @@ def _protobuf_logs(request: ExportLogsServiceRequest, tally: Tally, options: Ing
         resource = None
         for s, scope_logs in enumerate(resource_logs.scope_logs):
             scope = scope_logs.scope.name
+            prefix = f"resource_logs[{r}].scope_logs[{s}].log_records"
             for i, record in enumerate(scope_logs.log_records):
                 tally.records += 1
                 try:
@@ -165,22 +166,16 @@ def _protobuf_logs(request: ExportLogsServiceRequest, tally: Tally, options: Ing
                     if resource is None:
                         resource = resource_info(_attributes(resource_logs.resource.attributes))
                     body = _value(record.body) if record.HasField("body") else None
-                    tally.candidates.append(
-                        build_candidate(
-                            source="log",
-                            severity=severity,
-                            attributes=_attributes(record.attributes),
-                            resource=resource,
-                            logger=scope,
-                            trace_id=trace_id,
-                            span_id=span_id,
-                            time_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
-                            options=options,
-                            body=body,
-                        )
-                    )
+                    time = record.time_unix_nano or record.observed_time_unix_nano
+                    attributes = _attributes(record.attributes)
+                    tally.add(
+                        prefix,
+                        i,
+                        [Raw("log", severity, attributes, resource, scope, trace_id, span_id,
+                             time, body)],
+                    )  # fmt: skip
                 except Unusable as error:
-                    tally.reject(f"resource_logs[{r}].scope_logs[{s}].log_records[{i}]", str(error))
+                    tally.reject(prefix, i, str(error))
 
 
 def _protobuf_traces(
@@ -190,6 +185,7 @@ def _protobuf_traces(
         resource = None
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             scope = scope_spans.scope.name
+            prefix = f"resource_spans[{r}].scope_spans[{s}].spans"
             for i, span in enumerate(scope_spans.spans):
                 tally.records += 1
                 try:
@@ -204,24 +200,23 @@ def _protobuf_traces(
                     if resource is None:
                         resource = resource_info(_attributes(resource_spans.resource.attributes))
                     extra = _attributes(span.attributes)
-                    found = [
-                        build_candidate(
-                            source="span_event",
-                            severity=Severity.ERROR,
-                            attributes=_attributes(event.attributes),
-                            resource=resource,
-                            logger=scope,
-                            trace_id=trace_id,
-                            span_id=span_id,
-                            time_unix_nano=event.time_unix_nano or span.end_time_unix_nano,
-                            options=options,
+                    raws = [
+                        Raw(
+                            "span_event",
+                            Severity.ERROR,
+                            _attributes(event.attributes),
+                            resource,
+                            scope,
+                            trace_id,
+                            span_id,
+                            event.time_unix_nano or span.end_time_unix_nano,
                             extra=extra,
                         )
                         for event in events
                     ]
-                    tally.candidates.extend(found)
+                    tally.add(prefix, i, raws)
                 except Unusable as error:
-                    tally.reject(f"resource_spans[{r}].scope_spans[{s}].spans[{i}]", str(error))
+                    tally.reject(prefix, i, str(error))
 
 
 # -- entry points ---------------------------------------------------------------------------
@@ -237,8 +232,9 @@ _WALKERS: dict[tuple[Signal, MediaType], Callable[[bytes, Tally, IngestOptions],
 def _parse(
     signal: Signal, body: bytes, content_type: str, options: IngestOptions | None
 ) -> ParseResult:
-    tally = Tally(signal)
-    _WALKERS[signal, media_type(content_type)](body, tally, options or DEFAULT_OPTIONS)
+    options = options or DEFAULT_OPTIONS
+    tally = Tally(signal, options)
+    _WALKERS[signal, media_type(content_type)](body, tally, options)
     return tally.result()
 
 

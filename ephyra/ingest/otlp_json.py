@@ -29,9 +29,9 @@ from ephyra.core.states import Severity
 from ephyra.ingest.errors import OtlpDecodeError
 from ephyra.ingest.signals import (
     IngestOptions,
+    Raw,
     Tally,
     Unusable,
-    build_candidate,
     log_severity,
     resource_info,
 )
@@ -318,6 +318,7 @@ def walk_logs(data: dict[str, Any], tally: Tally, options: IngestOptions) -> Non
             scope_where = f"{where}.scopeLogs[{s}]"
             scope_entry = _object(scope_entry, scope_where)
             scope = _scope_name(scope_entry, scope_where)
+            prefix = f"{scope_where}.logRecords"
             for i, record in enumerate(_array(scope_entry, "logRecords", scope_where)):
                 tally.records += 1
                 try:
@@ -342,22 +343,16 @@ def walk_logs(data: dict[str, Any], tally: Tally, options: IngestOptions) -> Non
                     time = _uint64(record.get("timeUnixNano"), "timeUnixNano") or _uint64(
                         record.get("observedTimeUnixNano"), "observedTimeUnixNano"
                     )
-                    tally.candidates.append(
-                        build_candidate(
-                            source="log",
-                            severity=severity,
-                            attributes=_attributes(record.get("attributes")),
-                            resource=resource,
-                            logger=scope,
-                            trace_id=trace_id,
-                            span_id=span_id,
-                            time_unix_nano=time,
-                            options=options,
-                            body=_any_value(record.get("body")),
-                        )
-                    )
+                    attributes = _attributes(record.get("attributes"))
+                    body = _any_value(record.get("body"))
+                    tally.add(
+                        prefix,
+                        i,
+                        [Raw("log", severity, attributes, resource, scope, trace_id, span_id,
+                             time, body)],
+                    )  # fmt: skip
                 except Unusable as error:
-                    tally.reject(f"{scope_where}.logRecords[{i}]", str(error))
+                    tally.reject(prefix, i, str(error))
 
 
 def _exception_events(span: dict[str, Any]) -> list[dict[str, Any]]:
@@ -385,6 +380,7 @@ def walk_traces(data: dict[str, Any], tally: Tally, options: IngestOptions) -> N
             scope_where = f"{where}.scopeSpans[{s}]"
             scope_entry = _object(scope_entry, scope_where)
             scope = _scope_name(scope_entry, scope_where)
+            prefix = f"{scope_where}.spans"
             for i, span in enumerate(_array(scope_entry, "spans", scope_where)):
                 tally.records += 1
                 try:
@@ -402,22 +398,20 @@ def walk_traces(data: dict[str, Any], tally: Tally, options: IngestOptions) -> N
                         resource = resource_info(raw_resource)
                     extra = _attributes(span.get("attributes"))
                     end = _uint64(span.get("endTimeUnixNano"), "endTimeUnixNano")
-                    found = [
-                        build_candidate(
-                            source="span_event",
-                            severity=Severity.ERROR,
-                            attributes=_attributes(event.get("attributes")),
-                            resource=resource,
-                            logger=scope,
-                            trace_id=trace_id,
-                            span_id=span_id,
-                            time_unix_nano=_uint64(event.get("timeUnixNano"), "timeUnixNano")
-                            or end,
-                            options=options,
+                    raws = [
+                        Raw(
+                            "span_event",
+                            Severity.ERROR,
+                            _attributes(event.get("attributes")),
+                            resource,
+                            scope,
+                            trace_id,
+                            span_id,
+                            _uint64(event.get("timeUnixNano"), "timeUnixNano") or end,
                             extra=extra,
                         )
                         for event in events
                     ]
-                    tally.candidates.extend(found)
+                    tally.add(prefix, i, raws)
                 except Unusable as error:
-                    tally.reject(f"{scope_where}.spans[{i}]", str(error))
+                    tally.reject(prefix, i, str(error))

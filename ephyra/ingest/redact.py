@@ -451,9 +451,7 @@ _MAX_RESTARTS = 16
 _UNFINISHED: dict[str, None] = {}
 
 
-def _plan(
-    text: str, lower: str, raw: bytes, skeleton: bytes
-) -> tuple[int, tuple[_LineRule, ...]]:
+def _plan(text: str, lower: str, raw: bytes, skeleton: bytes) -> tuple[int, tuple[_LineRule, ...]]:
     """Which of the ``needs`` features the line has, as bits, and the rules its gate lets
     through; remembered by the line's skeleton. One call, unrolled: every line not seen before
     in this shape comes here."""
