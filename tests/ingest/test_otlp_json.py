@@ -318,3 +318,20 @@ def test_numbers_of_any_width_read_exactly_as_the_standard_library_reads_them(nu
     loaded = otlp_json.load(raw)["x"]
     assert loaded == json.loads(raw)["x"]
     assert [type(n) for n in loaded] == [type(n) for n in numbers]
+
+
+def test_rejections_are_named_in_record_order_whatever_made_the_record_unusable():
+    data = copy.deepcopy(SPEC_LOGS)
+    good = copy.deepcopy(record(data))
+    empty = {**good, "attributes": []}  # unusable once decoded: nothing to report
+    empty.pop("body")
+    wrong = {**good, "traceId": "nothex"}  # unusable while decoding
+    data["resourceLogs"][0]["scopeLogs"][0]["logRecords"] = [good, empty, wrong, good, empty]
+    result = logs(data)
+    assert (result.records, result.rejected, len(result.candidates)) == (5, 3, 2)
+    where = "resourceLogs[0].scopeLogs[0].logRecords"
+    assert result.rejection == (
+        f"3 of 5 log records rejected: {where}[1]: an error record with no body and no "
+        f"exception attributes; {where}[2]: traceId must be 32 hex digits, got 6 characters; "
+        f"{where}[4]: an error record with no body and no exception attributes"
+    )

@@ -90,3 +90,34 @@ def test_a_java_exception_event_reads_the_stacktrace_attribute():
     assert c.language == "java"
     assert c.culprit == "com.acme.shop.checkout.CheckoutService in total"
     assert c.paths[0] == "com/acme/shop/checkout/CheckoutService.java"
+
+
+def test_a_span_with_one_unusable_exception_event_is_rejected_whole():
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+    def event(**attributes: str) -> Span.Event:
+        return Span.Event(
+            name="exception",
+            time_unix_nano=1,
+            attributes=[
+                KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in attributes.items()
+            ],
+        )
+
+    usable = event(**{"exception.type": "ValueError", "exception.message": "bad"})
+    spans = [
+        Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="a", events=[usable, event()]),
+        Span(trace_id=b"\x01" * 16, span_id=b"\x03" * 8, name="b", events=[usable]),
+    ]
+    request = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
+    )
+    from_pb = parse_traces(request.SerializeToString(), PROTOBUF)
+    from_json = parse_traces(json.dumps(otlp_json(request)).encode(), JSON)
+    for result in (from_pb, from_json):
+        assert (result.records, result.rejected) == (2, 1)
+        assert [c.span_id for c in result.candidates] == ["03" * 8]  # none from the rejected
+        assert result.rejection.endswith(
+            "spans[0]: an error record with no body and no exception attributes"
+        )
