@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple
 from ephyra.core.states import Severity
 from ephyra.ingest.fingerprint import FINGERPRINT_VERSION, fingerprint, frame_key
 from ephyra.ingest.redact import SECRET_PLACEHOLDER, is_secret_key, redact, redact_lines
-from ephyra.ingest.stack import Frame, detect_language, normalise_path, parse_stack
+from ephyra.ingest.stack import Frame, ParsedStack, detect_language, normalise_path, parse_stack
 from ephyra.policy.triage import SignalFacts
 
 Signal = Literal["logs", "traces"]
@@ -406,8 +406,13 @@ def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCand
         )
         for r in raws
     ]
+    texts = [_stack_text(*row) for row in zip(messages, traces, bodies, strict=True)]
+    parsed = [
+        parse_stack(stacktrace, r.resource.language, lines)
+        for r, (_, stacktrace, lines, _) in zip(raws, texts, strict=True)
+    ]
     out: list[SignalCandidate | Unusable] = []
-    for row in zip(raws, types, messages, traces, bodies, attributes, strict=True):
+    for row in zip(raws, types, texts, parsed, attributes, strict=True):
         try:
             out.append(_candidate(*row, options))
         except Unusable as error:
@@ -415,25 +420,32 @@ def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCand
     return out
 
 
+def _stack_text(
+    message: str, lines: list[str], body_text: str
+) -> tuple[str, str, list[str] | None, str]:
+    """(message, stack trace, its lines or None, body) as the candidate has them."""
+    stacktrace = "\n".join(lines)
+    lines_or_none: list[str] | None = lines
+    if len(stacktrace) > MAX_STACKTRACE:
+        stacktrace, lines_or_none = cut(stacktrace, MAX_STACKTRACE), None
+    if not stacktrace and body_text and detect_language(body_text):
+        stacktrace, body_text = body_text, ""  # a trace logged as plain text (stderr, filelog)
+        lines_or_none = None
+    if not message and body_text:
+        message, body_text = body_text, ""
+    return message, stacktrace, lines_or_none, body_text
+
+
 def _candidate(
     raw: Raw,
     exc_type: str,
-    message: str,
-    lines: list[str] | None,
-    body_text: str,
+    text: tuple[str, str, list[str] | None, str],
+    parsed: ParsedStack,
     attributes: dict[str, str],
     options: IngestOptions,
 ) -> SignalCandidate:
-    stacktrace = "\n".join(lines)
-    if len(stacktrace) > MAX_STACKTRACE:
-        stacktrace, lines = cut(stacktrace, MAX_STACKTRACE), None
-    if not stacktrace and body_text and detect_language(body_text):
-        stacktrace, body_text = body_text, ""  # a trace logged as plain text (stderr, filelog)
-        lines = None
-    if not message and body_text:
-        message, body_text = body_text, ""
+    message, stacktrace, _, body_text = text
     resource = raw.resource
-    parsed = parse_stack(stacktrace, resource.language, lines)
     if not exc_type:
         exc_type = parsed.exception_type
     if not message:
