@@ -392,9 +392,11 @@ class Raw(NamedTuple):
 
 
 def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCandidate | Unusable]:
-    """A candidate for each raw error, or why it cannot be one. Field by field across all of
-    them first (each field's texts redacted in a row: the same rules over similar texts run
-    ~12% faster than record by record), then the rest record by record."""
+    """A candidate for each raw error, or why it cannot be one, in order. Field by field across
+    all of them first (each field's texts redacted in a row, then the stack traces parsed in a
+    row), then the rest record by record. The same rules and parsers over similar texts, one
+    after another, keep the processor's caches warm: a quarter less CPU a record than building
+    each record whole (``benchmarks/ingest.py``)."""
     types = [redacted_text(r.attributes.get(EXCEPTION_TYPE), MAX_VALUE) for r in raws]
     messages = [redacted_text(r.attributes.get(EXCEPTION_MESSAGE), MAX_MESSAGE) for r in raws]
     # The redacted lines go to the stack parser as they are (no split of the joined text).
