@@ -393,10 +393,10 @@ class Raw(NamedTuple):
 
 def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCandidate | Unusable]:
     """A candidate for each raw error, or why it cannot be one, in order. Field by field across
-    all of them first (each field's texts redacted in a row, then the stack traces parsed in a
-    row), then the rest record by record. The same rules and parsers over similar texts, one
-    after another, keep the processor's caches warm: a quarter less CPU a record than building
-    each record whole (``benchmarks/ingest.py``)."""
+    all of them (each field's texts redacted in a row; then the stack traces parsed; then the
+    fingerprints and titles), then the rest record by record. The same rules and parsers over
+    similar texts, one after another, keep the processor's caches warm: a quarter less CPU a
+    record than building each record whole (``benchmarks/ingest.py``)."""
     types = [redacted_text(r.attributes.get(EXCEPTION_TYPE), MAX_VALUE) for r in raws]
     messages = [redacted_text(r.attributes.get(EXCEPTION_MESSAGE), MAX_MESSAGE) for r in raws]
     # The redacted lines go to the stack parser as they are (no split of the joined text).
@@ -413,13 +413,37 @@ def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCand
         parse_stack(stacktrace, r.resource.language, lines)
         for r, (_, stacktrace, lines, _) in zip(raws, texts, strict=True)
     ]
+    facts = [
+        _facts(exc_type, text[0], stack, options)
+        for exc_type, text, stack in zip(types, texts, parsed, strict=True)
+    ]
+    usable = [f for f in facts if not isinstance(f, Unusable)]
+    roots = options.path_roots
+    digests = iter([fingerprint(t, frames, m, roots) for t, m, frames in usable])
+    # the title is redacted again: joining a type and a message's first line must not form one
+    titles = iter([redact(_title(t, m)) for t, m, _ in usable])
     out: list[SignalCandidate | Unusable] = []
-    for row in zip(raws, types, texts, parsed, attributes, strict=True):
-        try:
-            out.append(_candidate(*row, options))
-        except Unusable as error:
-            out.append(error)
+    for raw, fact, text, stack, attrs in zip(raws, facts, texts, parsed, attributes, strict=True):
+        if isinstance(fact, Unusable):
+            out.append(fact)
+        else:
+            out.append(
+                _candidate(raw, fact, next(digests), next(titles), text, stack, attrs, options)
+            )
     return out
+
+
+def _facts(
+    exc_type: str, message: str, parsed: ParsedStack, options: IngestOptions
+) -> tuple[str, str, tuple[Frame, ...]] | Unusable:
+    """(exception type, message, frames with in-app as the options say), or why not."""
+    if not exc_type:
+        exc_type = parsed.exception_type
+    if not message:
+        message = parsed.message
+    if not (exc_type or message or parsed.frames):
+        return Unusable("an error record with no body and no exception attributes")
+    return exc_type, message, _in_app(parsed.frames, options)
 
 
 def _stack_text(
@@ -440,21 +464,17 @@ def _stack_text(
 
 def _candidate(
     raw: Raw,
-    exc_type: str,
+    facts: tuple[str, str, tuple[Frame, ...]],
+    digest: str,
+    title: str,
     text: tuple[str, str, list[str] | None, str],
     parsed: ParsedStack,
     attributes: dict[str, str],
     options: IngestOptions,
 ) -> SignalCandidate:
-    message, stacktrace, _, body_text = text
+    exc_type, message, frames = facts
+    _, stacktrace, _, body_text = text
     resource = raw.resource
-    if not exc_type:
-        exc_type = parsed.exception_type
-    if not message:
-        message = parsed.message
-    if not (exc_type or message or parsed.frames):
-        raise Unusable("an error record with no body and no exception attributes")
-    frames = _in_app(parsed.frames, options)
     roots = options.path_roots
     top = next((f for f in frames if f.in_app), frames[0] if frames else None)
     culprit = f"{frame_key(top, roots)} in {top.function}" if top else ""
@@ -462,9 +482,9 @@ def _candidate(
     return SignalCandidate(
         source=raw.source,
         severity=raw.severity,
-        fingerprint=fingerprint(exc_type, frames, message, roots),
+        fingerprint=digest,
         fingerprint_version=FINGERPRINT_VERSION,
-        title=redact(_title(exc_type, message)),  # joining lines must not form a secret
+        title=title,
         culprit=cut(culprit, MAX_VALUE),
         exception_type=exc_type,
         message=message,
