@@ -226,3 +226,59 @@ def test_an_export_kept_waiting_past_its_bound_is_answered_503_and_taken_later(w
     assert (IngestedSignal.objects.count(), InboundEvent.objects.count()) == (0, 0)
     assert post(Client(), body, token=token).status_code == 200
     assert (IngestedSignal.objects.count(), InboundEvent.objects.count()) == (1, 1)
+
+
+def test_locks_are_taken_in_one_order_whatever_order_the_names_come_in(workspace):
+    # Another transaction holds the lock that sorts last; a caller asking for both, last first,
+    # must wait for it holding the first: had it asked in the order given, it would hold
+    # nothing, and a third caller asking first-then-last could close a cycle.
+    from intake.locks import _key
+
+    names = sorted(["a", "b", "c", "d"], key=lambda n: _key(workspace.pk, "fingerprint", n))
+    first, last = names[0], names[-1]
+    held, release, asked = threading.Event(), threading.Event(), threading.Event()
+    waiter_pid: list[int] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                hold(workspace, "fingerprint", [last])
+                held.set()
+                release.wait(timeout=10)
+        finally:
+            connection.close()
+
+    def waiter() -> None:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_backend_pid()")
+                    waiter_pid.append(cursor.fetchone()[0])
+                asked.set()
+                hold(workspace, "fingerprint", [last, first])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    threads[0].start()
+    assert held.wait(timeout=10)
+    threads[1].start()
+    try:
+        assert asked.wait(timeout=10)
+        granted: list[bool] = []
+        for _ in range(100):  # until the waiter is blocked on its second lock
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT granted FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
+                    "ORDER BY granted DESC",
+                    [waiter_pid[0]],
+                )
+                granted = [row[0] for row in cursor.fetchall()]
+            if False in granted:
+                break
+            threading.Event().wait(0.05)
+        assert granted == [True, False]  # the first name's lock held, the last's awaited
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=10)
