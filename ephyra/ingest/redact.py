@@ -373,23 +373,19 @@ def _line_rule(position: int, c: _Compiled) -> _LineRule:
 _LINE_RULES: tuple[_LineRule, ...] = tuple(
     _line_rule(i, c) for i, c in enumerate(c for c in _COMPILED if c is not _WHOLE_TEXT)
 )
-_BY_FEATURES: dict[tuple[int, int, int], Callable[[str, str, bytes, bytes], tuple]] = {}
+_BY_FEATURES: dict[tuple[int, int], Callable[[str, str, bytes, bytes], tuple]] = {}
 _cache: dict[str, str] = {}
 _previous: dict[str, str] = {}
 
 
-def _rules_for(
-    mask: int, after: int = -1, skip: int = -1
-) -> Callable[[str, str, bytes, bytes], tuple]:
+def _rules_for(mask: int, after: int = -1) -> Callable[[str, str, bytes, bytes], tuple]:
     """The gate of the rules whose needs the line meets, in order, from the one after position
-    ``after`` and but the one at ``skip``: a function of the line that returns those of them
-    whose length bound, hints and screens it meets (built once per combination)."""
-    found = _BY_FEATURES.get((mask, after, skip))
+    ``after``: a function of the line that returns those of them whose length bound, hints and
+    screens it meets (built once per combination)."""
+    found = _BY_FEATURES.get((mask, after))
     if found is None:
-        rules = tuple(
-            r for r in _LINE_RULES if r[11] > after and r[11] != skip and r[3] & ~mask == 0
-        )
-        found = _BY_FEATURES[mask, after, skip] = _gate_function(rules)
+        rules = tuple(r for r in _LINE_RULES if r[11] > after and r[3] & ~mask == 0)
+        found = _BY_FEATURES[mask, after] = _gate_function(rules)
     return found
 
 
@@ -440,7 +436,7 @@ def _gate_function(rules: tuple[_LineRule, ...]) -> Callable[[str, str, bytes, b
 # every digit a 0: the same message with another id, port, line number or address is looked at
 # once. Like the line cache, in memory only.
 _PLANS: dict[bytes, tuple[int, tuple[_LineRule, ...]]] = {}
-_REPLANS: dict[tuple[bytes, int, int, int], tuple[_LineRule, ...]] = {}
+_REPLANS: dict[tuple[bytes, int, int], tuple[_LineRule, ...]] = {}
 PLAN_CACHE_SIZE = 8192
 # Passes over the rules after a replacement, at most. Each replacement turns text that is not a
 # placeholder into one, so the passes end by themselves; the bound keeps a line's cost bounded
@@ -472,7 +468,7 @@ def _plan(text: str, lower: str, raw: bytes, skeleton: bytes) -> tuple[int, tupl
         mask |= _UPPER_BIT
     if skeleton != raw or b"0" in raw:  # the skeleton differs where a digit 1-9 was
         mask |= _DIGIT_BIT
-    gate = _BY_FEATURES.get((mask, -1, -1)) or _rules_for(mask)
+    gate = _BY_FEATURES.get((mask, -1)) or _rules_for(mask)
     plan = mask, gate(text, lower, raw, skeleton)
     if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
         if len(_PLANS) >= PLAN_CACHE_SIZE:
@@ -517,18 +513,19 @@ def _redact_line(text: str) -> str:
         # too: a placeholder ends in "]", so a token glued to the secret (a card number with a
         # key right after it) now starts at a word boundary. A secret between whitespace changes
         # nothing any rule sees: no pattern begins or ends with whitespace, and no lookaround
-        # reaches past it. The rule that replaced does not read its own output again: each rule
-        # alone is idempotent (tested), and a value glued to its key is the usual case.
+        # reaches past it. The rule that replaced reads its output again too: a rule alone is
+        # not always idempotent (an address glued behind another, "a@b.co-x@y.com", is only
+        # an address once the first is a placeholder).
         text, lower = out, _lowercase(out)
         raw = text.encode("utf-8", "surrogatepass")
         skeleton = raw.translate(_DIGIT_SKELETON)
         if restarts == _MAX_RESTARTS:
             continue  # no more passes: the rest of this one reads the new text
-        after, skip = (rule[11], -1) if not glued else (-1, rule[11])
-        key = (skeleton, mask, after, skip)
+        after = rule[11] if not glued else -1
+        key = (skeleton, mask, after)
         replan = _REPLANS.get(key)
         if replan is None:
-            replan = _rules_for(mask, after, skip)(text, lower, raw, skeleton)
+            replan = _rules_for(mask, after)(text, lower, raw, skeleton)
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
         restarts += glued

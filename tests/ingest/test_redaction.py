@@ -240,7 +240,8 @@ def _reference(line: str) -> str:
     raise AssertionError(f"no fixed point for {line!r}")
 
 
-_LINE = st.lists(st.one_of(_PIECES, st.text(max_size=20)), max_size=12).map(
+_GLUE = st.sampled_from(["a@b.co", "x@y.com", "-", ".", "+", "%", "=", "]", "[redacted:", "0"])
+_LINE = st.lists(st.one_of(_PIECES, _GLUE, st.text(max_size=20)), max_size=12).map(
     lambda pieces: "".join(pieces).replace("\n", " ")
 )
 
@@ -260,34 +261,14 @@ def test_glued_examples_are_redacted_as_the_rules_alone_would(first):
             assert redact_module._redact_line(first + second) == _reference(first + second)
 
 
-_LINE_RULES = [c for c in redact_module._COMPILED if c is not redact_module._WHOLE_TEXT]
-_NEAR_MISSES = st.sampled_from(["[redacted:", "]", "-", "_", "=", "0", "4111", "key", "eyJ"])
-
-
-def _once(compiled, line: str) -> str:
-    return compiled.apply(line, redact_module._lowercase(line) if compiled.rule.lower else line)
-
-
-@pytest.mark.parametrize("compiled", _LINE_RULES, ids=[c.rule.name for c in _LINE_RULES])
-@settings(max_examples=300)
-@given(
-    st.lists(st.one_of(_PIECES, _NEAR_MISSES, st.text(max_size=20)), max_size=14).map(
-        lambda pieces: "".join(pieces).replace("\n", " ")
-    )
-)
-def test_each_rule_alone_finds_nothing_new_in_its_own_output(compiled, line):
-    # The line path relies on it: the rule that just replaced is not run again on its output.
-    once = _once(compiled, line)
-    assert _once(compiled, once) == once
-
-
-@pytest.mark.parametrize("compiled", _LINE_RULES, ids=[c.rule.name for c in _LINE_RULES])
-def test_each_rule_alone_finds_nothing_new_in_its_output_for_glued_examples(compiled):
-    lines = [t for _, t, _ in POSITIVES if "\n" not in t]
-    for first in lines:
-        for second in lines:
-            once = _once(compiled, first + second)
-            assert _once(compiled, once) == once, (first, second)
+@pytest.mark.parametrize("glue", ["-", ".", "+", "%"])
+def test_an_address_glued_behind_another_is_redacted_too(glue):
+    # The address rule alone finds only the first: the second becomes an address (its local
+    # part no longer glued to a word) once the first is a placeholder. Redacting it again is
+    # what the rules alone do, so the second pass must run (found in review).
+    line = f"mail a@b.co{glue}x@y.com end"
+    assert redact(line) == "mail [redacted:email][redacted:email] end"
+    assert redact_module._redact_line(line) == _reference(line)
 
 
 def test_a_redacted_line_is_remembered_as_its_own_redaction():
