@@ -398,20 +398,18 @@ def walk_traces(data: dict[str, Any], tally: Tally, options: IngestOptions) -> N
                         resource = resource_info(raw_resource)
                     extra = _attributes(span.get("attributes"))
                     end = _uint64(span.get("endTimeUnixNano"), "endTimeUnixNano")
-                    raws = [
-                        Raw(
-                            "span_event",
-                            Severity.ERROR,
-                            _attributes(event.get("attributes")),
-                            resource,
-                            scope,
-                            trace_id,
-                            span_id,
-                            _uint64(event.get("timeUnixNano"), "timeUnixNano") or end,
-                            extra=extra,
-                        )
-                        for event in events
-                    ]
+                    raws: list[Raw] = []
+                    try:
+                        for event in events:
+                            attributes = _attributes(event.get("attributes"))
+                            at = _uint64(event.get("timeUnixNano"), "timeUnixNano") or end
+                            raws.append(
+                                Raw("span_event", Severity.ERROR, attributes, resource, scope,
+                                    trace_id, span_id, at, extra=extra)
+                            )  # fmt: skip
+                    except Unusable as error:  # an event before it that is unusable wins
+                        tally.add(prefix, i, raws, str(error))
+                        continue
                     tally.add(prefix, i, raws)
                 except Unusable as error:
                     tally.reject(prefix, i, str(error))

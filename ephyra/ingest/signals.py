@@ -151,13 +151,16 @@ class Tally:
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
     candidates: list[SignalCandidate] = field(default_factory=list)
-    pending: list[tuple[str, int, list[Raw] | str]] = field(default_factory=list)
+    pending: list[tuple[str, int, list[Raw], str]] = field(default_factory=list)
 
-    def add(self, prefix: str, index: int, raws: list[Raw]) -> None:
-        self.pending.append((prefix, index, raws))
+    def add(self, prefix: str, index: int, raws: list[Raw], reason: str = "") -> None:
+        """A record's or span's errors; with ``reason``, why the one after the last of them
+        could not be decoded (the span is rejected, for the first of them that is unusable
+        if there is one, as if each were built before the next was read)."""
+        self.pending.append((prefix, index, raws, reason))
 
     def reject(self, prefix: str, index: int, reason: str) -> None:
-        self.pending.append((prefix, index, reason))
+        self.pending.append((prefix, index, [], reason))
 
     def _count_rejection(self, prefix: str, index: int, reason: str) -> None:
         self.rejected += 1
@@ -166,17 +169,17 @@ class Tally:
 
     def _build(self) -> None:
         pending, self.pending = self.pending, []
-        raws = [raw for _, _, item in pending if type(item) is list for raw in item]
-        built = iter(build_candidates(raws, self.options))
-        for prefix, index, item in pending:
-            if type(item) is str:
-                self._count_rejection(prefix, index, item)
-                continue
-            found = [next(built) for _ in item]
+        built = iter(
+            build_candidates([raw for _, _, raws, _ in pending for raw in raws], self.options)
+        )
+        for prefix, index, raws, reason in pending:
+            found = [next(built) for _ in raws]
             # a span with one unusable exception event is rejected whole, as the sender sent it
             error = next((f for f in found if isinstance(f, Unusable)), None)
             if error is not None:
                 self._count_rejection(prefix, index, str(error))
+            elif reason:
+                self._count_rejection(prefix, index, reason)
             else:
                 self.candidates.extend(found)  # type: ignore[arg-type]
 

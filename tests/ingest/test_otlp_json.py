@@ -335,3 +335,38 @@ def test_rejections_are_named_in_record_order_whatever_made_the_record_unusable(
         f"exception attributes; {where}[2]: traceId must be 32 hex digits, got 6 characters; "
         f"{where}[4]: an error record with no body and no exception attributes"
     )
+
+
+@pytest.mark.parametrize(
+    ("second", "reason"),
+    [
+        ({"name": "exception", "attributes": []}, "no body and no exception attributes"),
+        (
+            {"name": "exception", "timeUnixNano": "abc", "attributes": []},
+            "no body and no exception attributes",  # the first event's, read before the second
+        ),
+    ],
+)
+def test_a_span_is_rejected_for_the_first_of_its_exception_events_that_is_unusable(second, reason):
+    first = {"name": "exception", "attributes": []}  # decodes, but has nothing to report
+    span = {"traceId": "01" * 16, "spanId": "02" * 8, "name": "x", "events": [first, second]}
+    data = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    result = parse_traces(json.dumps(data).encode(), JSON)
+    assert (result.records, result.rejected, result.candidates) == (1, 1, ())
+    where = "resourceSpans[0].scopeSpans[0].spans[0]"
+    assert result.rejection == f"1 of 1 spans rejected: {where}: an error record with {reason}"
+
+
+def test_a_span_whose_later_event_cannot_be_read_is_rejected_for_it_when_the_first_is_usable():
+    first = {
+        "name": "exception",
+        "attributes": [{"key": "exception.type", "value": {"stringValue": "ValueError"}}],
+    }
+    second = {"name": "exception", "timeUnixNano": "abc"}
+    span = {"traceId": "01" * 16, "spanId": "02" * 8, "name": "x", "events": [first, second]}
+    data = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    result = parse_traces(json.dumps(data).encode(), JSON)
+    assert (result.rejected, result.candidates) == (1, ())
+    assert result.rejection.endswith(
+        "spans[0]: timeUnixNano must be an unsigned 64-bit integer, got a string"
+    )
