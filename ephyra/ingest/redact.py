@@ -442,9 +442,6 @@ PLAN_CACHE_SIZE = 8192
 # placeholder into one, so the passes end by themselves; the bound keeps a line's cost bounded
 # whatever it holds (after it, rules still run, each once more, on what the last one left).
 _MAX_RESTARTS = 16
-# Lines whose redaction stopped at that bound: the only ones that may not be their own
-# redaction (a few, in memory only).
-_UNFINISHED: dict[str, None] = {}
 
 
 def _plan(text: str, lower: str, raw: bytes, skeleton: bytes) -> tuple[int, tuple[_LineRule, ...]]:
@@ -485,6 +482,13 @@ def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
 
 
 def _redact_line(text: str) -> str:
+    return _redacted_line(text)[0]
+
+
+def _redacted_line(text: str) -> tuple[str, bool]:
+    """The line redacted, and whether it is its own redaction: not when the bound on passes
+    stopped it (the only case; the answer travels with the text, so no other thread's work
+    can change it)."""
     # The needs are read once, from the line as it came; the length, hints and screens from the
     # line as the rules before have left it.
     lower = text.lower()
@@ -494,7 +498,7 @@ def _redact_line(text: str) -> str:
     skeleton = raw.translate(_DIGIT_SKELETON)
     mask, todo = _PLANS.get(skeleton) or _plan(text, lower, raw, skeleton)
     if not todo:  # most lines wake no rule
-        return text
+        return text, True
     i = restarts = 0
     while i < len(todo):
         rule = todo[i]
@@ -529,11 +533,7 @@ def _redact_line(text: str) -> str:
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
         restarts += glued
-    if restarts == _MAX_RESTARTS:
-        if len(_UNFINISHED) >= 1024:
-            _UNFINISHED.clear()
-        _UNFINISHED[text] = None
-    return text
+    return text, restarts < _MAX_RESTARTS
 
 
 def _cached_line(text: str) -> str:
@@ -546,14 +546,15 @@ def _cached_line(text: str) -> str:
         return _redact_line(text)
     global _cache, _previous
     found = _previous.get(text)
+    finished = False  # moved from the older generation: its own entry moves when it is met
     if found is None:
-        found = _redact_line(text)
+        found, finished = _redacted_line(text)
     if len(_cache) >= LINE_CACHE_SIZE:
         # Two generations: the lines still in use move over as they are met again, the
         # one-off messages and ids go with the old generation.
         _previous, _cache = _cache, {}
     _cache[text] = found
-    if found is not text and found not in _UNFINISHED:
+    if finished and found is not text:
         # A redacted line is its own redaction (redact(redact(t)) == redact(t)): a title made
         # of a redacted type and message is the redacted trace line it repeats, found here.
         _cache[found] = found
@@ -569,7 +570,6 @@ def set_line_cache_size(size: int) -> int:
     _previous.clear()
     _PLANS.clear()
     _REPLANS.clear()
-    _UNFINISHED.clear()
     return old
 
 
