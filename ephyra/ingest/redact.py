@@ -546,18 +546,13 @@ def _cached_line(text: str) -> str:
         return _redact_line(text)
     global _cache, _previous
     found = _previous.get(text)
-    finished = False  # moved from the older generation: its own entry moves when it is met
     if found is None:
-        found, finished = _redacted_line(text)
+        found = _redact_line(text)
     if len(_cache) >= LINE_CACHE_SIZE:
         # Two generations: the lines still in use move over as they are met again, the
         # one-off messages and ids go with the old generation.
         _previous, _cache = _cache, {}
     _cache[text] = found
-    if finished and found is not text:
-        # A redacted line is its own redaction (redact(redact(t)) == redact(t)): a title made
-        # of a redacted type and message is the redacted trace line it repeats, found here.
-        _cache[found] = found
     return found
 
 

@@ -271,12 +271,13 @@ def test_an_address_glued_behind_another_is_redacted_too(glue):
     assert redact_module._redact_line(line) == _reference(line)
 
 
-def test_a_redacted_line_is_remembered_as_its_own_redaction():
-    redact_module.set_line_cache_size(redact_module.set_line_cache_size(0))
-    line = "card declined for user3241@example.com from 10.138.32.191"
+def test_a_redaction_is_redacted_again_not_taken_from_the_cache_as_final():
+    # The line path can miss a secret a second pass finds (review): the redacted text must not
+    # be remembered as its own redaction, or a title that repeats it would keep the token.
+    line = "x Zk8qR2vLw9XbT4mN7pQs1YcH+Bearer a+Bearer abc123def456"
     once = redact(line)
-    assert once == "card declined for [redacted:email] from [redacted:ipv4]"
-    assert redact_module._cache.get(once) == once  # a title repeating it is not redacted again
+    assert redact(once) == redact_module._redact_line(once)
+    assert redact(once).endswith("[redacted:bearer-token]")
 
 
 def test_a_line_cut_short_by_the_bound_on_passes_is_not_taken_for_its_own_redaction(
