@@ -465,12 +465,8 @@ def _plan(text: str, lower: str, raw: bytes, skeleton: bytes) -> tuple[int, tupl
         mask |= _UPPER_BIT
     if skeleton != raw or b"0" in raw:  # the skeleton differs where a digit 1-9 was
         mask |= _DIGIT_BIT
-    gate = _BY_FEATURES.get((mask, -1)) or _rules_for(mask)
-    plan = mask, gate(text, lower, raw, skeleton)
-    if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
-        if len(_PLANS) >= PLAN_CACHE_SIZE:
-            _PLANS.clear()
-        _PLANS[skeleton] = plan
+    plan = mask, _rules_for(mask)(text, lower, raw, skeleton)
+    _remember_plan(_PLANS, skeleton, plan)
     return plan
 
 
@@ -482,13 +478,6 @@ def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
 
 
 def _redact_line(text: str) -> str:
-    return _redacted_line(text)[0]
-
-
-def _redacted_line(text: str) -> tuple[str, bool]:
-    """The line redacted, and whether it is its own redaction: not when the bound on passes
-    stopped it (the only case; the answer travels with the text, so no other thread's work
-    can change it)."""
     # The needs are read once, from the line as it came; the length, hints and screens from the
     # line as the rules before have left it.
     lower = text.lower()
@@ -498,7 +487,7 @@ def _redacted_line(text: str) -> tuple[str, bool]:
     skeleton = raw.translate(_DIGIT_SKELETON)
     mask, todo = _PLANS.get(skeleton) or _plan(text, lower, raw, skeleton)
     if not todo:  # most lines wake no rule
-        return text, True
+        return text
     i = restarts = 0
     while i < len(todo):
         rule = todo[i]
@@ -533,7 +522,7 @@ def _redacted_line(text: str) -> tuple[str, bool]:
             _remember_plan(_REPLANS, key, replan)
         todo, i = replan, 0
         restarts += glued
-    return text, restarts < _MAX_RESTARTS
+    return text
 
 
 def _cached_line(text: str) -> str:

@@ -322,12 +322,7 @@ def redacted_attributes(
         if secret:
             out[safe_key] = SECRET_PLACEHOLDER
             continue
-        # redacted_text(value, MAX_VALUE), inline: every attribute of every record comes here
-        text = value if type(value) is str else value_text(value)
-        if not text.isascii() or "\x00" in text:
-            text = clean(text)
-        text = redact(text)
-        out[safe_key] = text if len(text) <= MAX_VALUE else cut(text, MAX_VALUE)
+        out[safe_key] = redacted_text(value, MAX_VALUE)
     return out
 
 
