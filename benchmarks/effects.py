@@ -3,9 +3,10 @@
 What a user would otherwise pick is a Celery task per effect. So in one run, on the same
 database and broker, this delivers N no-op effects through the ledger (each claimed under the
 lease's fence, called, recorded and fed back by one ``manage.py worker`` process), and sends N
-plain Celery no-op tasks (``ledger.noop``) through one ``celery worker`` process with the same
-settings: late acks, prefetch 1, solo pool. Each is timed from the start of enqueueing to the
-moment all N are done, with the worker already running, so both times include the producer.
+plain Celery no-op tasks (``bench.noop``, benchmarks/noop_tasks.py) through one ``celery
+worker`` process with the same settings: late acks, prefetch 1, solo pool. Each is timed from
+the start of enqueueing to the moment all N are done, with the worker already running, so both
+times include the producer.
 
 The operations are pending ``Operation`` rows of a no-op effect type (``notify_inbox``, routed
 to ``tests.ledger.world.NoopAdapter``) bound to the journal heads of 100 real quests the engine
@@ -49,8 +50,8 @@ from ephyra.celery import app  # noqa: E402
 from journal.store import Journal  # noqa: E402
 from ledger.inbound import ring  # noqa: E402
 from ledger.models import Lease, Operation  # noqa: E402
+from quests.engine import quest_apply  # noqa: E402
 from quests.models import Quest, Workspace  # noqa: E402
-from quests.services import quest_apply  # noqa: E402
 from tests.core.story import Story  # noqa: E402
 from tests.ledger.harness import WorkerProcess, worker_env  # noqa: E402
 
@@ -93,7 +94,7 @@ def run(tmp: Path, effects: int) -> str:
     ratio = ours / plain
     rows = [
         ("ours: ledger + `manage.py worker`", ours),
-        ("plain Celery `ledger.noop` (acks late, prefetch 1, solo)", plain),
+        ("plain Celery `bench.noop` (acks late, prefetch 1, solo)", plain),
     ]
     width = max(len(name) for name, _ in rows)
     lines = [
@@ -166,18 +167,18 @@ def time_celery(tmp: Path, effects: int) -> float:
     # The Ephyra loop Celery starts beside its consumer stays idle: nothing is pending for it.
     env = environment(EPHYRA_POLL_MS="600000", EPHYRA_EFFECT_ADAPTERS="run_triage=")
     command = [
-        "-m", "celery", "-A", "ephyra", "worker", "--pool=solo", "--concurrency=1",
+        "-m", "celery", "-A", "benchmarks.noop_tasks", "worker", "--pool=solo", "--concurrency=1",
         f"--queues={queue}", "--loglevel=WARNING",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
     worker = WorkerProcess(command, env, tmp / "celery")
     try:
-        app.send_task("ledger.noop", queue=queue)  # a first task: the worker is consuming
+        app.send_task("bench.noop", queue=queue)  # a first task: the worker is consuming
         assert wait(lambda: queued(queue) == 0, 120), worker.tail()
         time.sleep(0.5)  # ... and has finished it
         started = time.perf_counter()
         for _ in range(effects):
-            app.send_task("ledger.noop", queue=queue)
+            app.send_task("bench.noop", queue=queue)
         # With prefetch 1 and late acks at most one message is past the queue and unfinished;
         # a no-op finishes within a millisecond of being taken.
         assert wait(lambda: queued(queue) == 0, 3600, interval=0.02), worker.tail()

@@ -51,8 +51,9 @@ from intake import triage  # noqa: E402
 from intake.otlp_services import signals_receive  # noqa: E402
 from intake.tokens import token_create  # noqa: E402
 from journal.store import Journal  # noqa: E402
+from quests.engine import quest_apply  # noqa: E402
 from quests.models import Quest, Workspace  # noqa: E402
-from quests.services import quest_apply, workspace_journal  # noqa: E402
+from quests.workspaces import workspace_journal  # noqa: E402
 from tests.core.lifecycle_helpers import next_event  # noqa: E402
 from tests.core.story import Story  # noqa: E402
 from tests.intake.test_triage_routes import commit, export  # noqa: E402

@@ -17,6 +17,7 @@ from ephyra.environment import (
     env_mapping,
     env_path,
     env_secret,
+    env_str,
     filesystem_broker,
 )
 
@@ -44,11 +45,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_htmx",
-    "quests",
-    "inbox",
-    "ledger",
     "journal",
+    "ledger",
+    "quests",
     "intake",
+    "worker",
+    "inbox",
 ]
 
 MIDDLEWARE = [
@@ -130,6 +132,9 @@ EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
 EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
 # Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.
 EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
+# Fault injection for the crash tests and `make soak` (worker/faults.py): "<seed>:<one-in-N>
+# [:<point>,…]" makes a worker kill itself at named points of delivery. Empty in production.
+EPHYRA_FAULTS = env_str("EPHYRA_FAULTS", "")
 
 # Forge webhooks (intake/): the largest body taken; larger ones are refused with 413.
 EPHYRA_WEBHOOK_MAX_BYTES = env_int("EPHYRA_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=1024)

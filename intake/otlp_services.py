@@ -20,11 +20,11 @@ from django.db.models import F
 
 from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, SignalRef, SignalSensed
 from ephyra.ingest import Frame, ParseResult, SignalCandidate
+from ephyra.sql import insert_objects
 from intake.locks import bound_waits, hold
 from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
 from intake.triage import Route, Router
 from ledger.inbound import submit_events
-from quests.statements import insert_objects
 
 SOURCE = "otlp"
 

@@ -27,7 +27,7 @@ from ephyra.ingest import SignalCandidate
 from intake.otlp_models import FingerprintMute, IngestedSignal
 from ledger.models import InboundEvent
 from quests.models import Quest
-from quests.services import workspace_journal
+from quests.workspaces import workspace_journal
 
 Kind = Literal["muted", "merge", "conflict", "reopen", "new"]
 _TERMINAL = [s.value for s in TERMINAL]

@@ -22,6 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.utils import timezone
 
 from ephyra.core.canonical import canonical_digest
+from ephyra.sql import Result, Statement, insert_where_sql, run_together
 from journal.anchor import (
     Anchor,
     AnchorConflict,
@@ -31,7 +32,6 @@ from journal.anchor import (
     write_anchor,
 )
 from ledger.models import AuditEntry
-from quests.statements import Result, Statement, insert_where_sql, run_together
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ephyra.core.events import BaseEvent, event_to_dict
+from ephyra.sql import insert_rows
 from ledger.models import InboundEvent
-from quests.statements import insert_rows
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,6 @@ def ring(workspace_id: int) -> None:
     from ephyra.celery import app
 
     try:
-        app.send_task("ledger.ring", args=[workspace_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+        app.send_task("worker.ring", args=[workspace_id], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
     except Exception:  # the broker being down must not fail the request
         log.warning("could not ring the doorbell of workspace %s", workspace_id, exc_info=True)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from quests.models import PolicyVersion, Quest, Signal, Workspace
+from quests.models import PolicyVersion, Quest, Workspace
 
 
 @admin.register(Workspace)
@@ -13,13 +13,6 @@ class WorkspaceAdmin(admin.ModelAdmin):
 class PolicyVersionAdmin(admin.ModelAdmin):
     list_display = ("workspace", "digest", "reviewed_by", "created_at")
     readonly_fields = ("workspace", "digest", "text", "reviewed_by", "created_at")
-
-
-@admin.register(Signal)
-class SignalAdmin(admin.ModelAdmin):
-    list_display = ("signal_id", "workspace", "fingerprint", "severity", "quest_id", "received_at")
-    list_filter = ("severity", "workspace")
-    search_fields = ("signal_id", "fingerprint", "quest_id")
 
 
 @admin.register(Quest)

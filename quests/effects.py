@@ -1,4 +1,5 @@
-"""Built-in effect adapters that need nothing outside Ephyra (ephyra/compose.py registers them).
+"""Built-in effect adapters about quests themselves: the inbox, merged signals, and conflict
+children waiting for their parent (``ephyra/compose.py`` registers them).
 
 Each returns the events its outcome feeds back, with ids derived from the ledger key, so a
 second feeding after a crash is recognised as a redelivery.
@@ -6,52 +7,12 @@ second feeding after a crash is recognised as a redelivery.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.utils import timezone
 
-from ephyra.core.events import ChildAttached, ParentLanded, SignalRef, TriageDecided
+from ephyra.core.events import ChildAttached, ParentLanded, SignalRef
 from ephyra.core.ports import EffectFailed, EffectRequest, EffectResult, outcome_event_id
-from ephyra.core.states import Severity, State
-from ephyra.policy import default_policy, parse_policy
-from ephyra.policy.triage import SignalFacts, triage
-from intake.otlp_models import FingerprintMute
-from intake.triage import signal_facts
-from quests.models import Quest, Workspace
-
-
-class TriageAdapter:
-    """``run_triage``: the policy's triage rules over what the quest knows of its signal."""
-
-    def run(self, request: EffectRequest) -> EffectResult:
-        workspace = Workspace.objects.select_related("policy").get(slug=request.workspace)
-        policy = (
-            default_policy()
-            if workspace.policy is None
-            else parse_policy(workspace.policy.text, f"policy {workspace.policy.digest}")
-        )
-        quest = Quest.objects.get(workspace=workspace, quest_id=request.quest_id)
-        exception_type, paths = signal_facts(workspace, request.quest_id)
-        facts = SignalFacts(
-            fingerprint=request.payload.get("fingerprint", quest.fingerprint),
-            severity=Severity(quest.severity),
-            exception_type=exception_type,
-            paths=paths,
-        )
-        result = triage(facts, policy)
-        event = TriageDecided(
-            id=outcome_event_id(request.key, 0),
-            quest=request.quest_id,
-            at=timezone.now(),
-            actor="ephyra:triage",
-            route=result.route,
-            risk=result.risk,
-            rule=result.rule,
-        )
-        return EffectResult("succeeded", {"route": result.route, "rule": result.rule}, (event,))
-
-    def check(self, request: EffectRequest) -> EffectResult | None:
-        return None  # a computation: retried, never ambiguous
+from ephyra.core.states import State
+from quests.models import Quest
 
 
 class NotifyInboxAdapter:
@@ -71,25 +32,6 @@ class MergeSignalAdapter:
 
     def run(self, request: EffectRequest) -> EffectResult:
         return EffectResult("succeeded", dict(request.payload))
-
-    def check(self, request: EffectRequest) -> EffectResult | None:
-        return None
-
-
-class MuteFingerprintAdapter:
-    """``mute_fingerprint``: the mute intake reads before routing a signal. One row per muting
-    quest, so a redelivery rewrites the same row; a count intake already made is kept."""
-
-    def run(self, request: EffectRequest) -> EffectResult:
-        fingerprint = request.payload["fingerprint"]
-        until = datetime.fromisoformat(request.payload["until"])
-        workspace = Workspace.objects.get(slug=request.workspace)
-        FingerprintMute.objects.update_or_create(
-            workspace=workspace,
-            quest_id=request.quest_id,
-            defaults={"fingerprint": fingerprint, "until": until},
-        )
-        return EffectResult("succeeded", {"fingerprint": fingerprint, "until": until.isoformat()})
 
     def check(self, request: EffectRequest) -> EffectResult | None:
         return None

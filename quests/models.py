@@ -1,4 +1,4 @@
-"""Workspaces, signals and the quest projection.
+"""Workspaces, their policy versions and the quest projection.
 
 The projection is what pages and lists read; the truth of a quest is its Git journal, and
 ``python manage.py repair`` rebuilds these rows from it.
@@ -45,32 +45,6 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace.slug} {self.digest[:15]}"
-
-
-class Signal(models.Model):
-    workspace = models.ForeignKey(
-        Workspace, on_delete=models.CASCADE, related_name="signals", db_index=False
-    )
-    signal_id = models.CharField(max_length=128)
-    fingerprint = models.CharField(max_length=200)
-    severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES)
-    title = models.CharField(max_length=4000, blank=True)
-    quest_id = models.CharField(max_length=128, blank=True)
-    received_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "signal_id"], name="signal_unique_id")
-        ]
-        # Each index is paid for by every row written; the workspace leads them all, so the
-        # foreign key needs none of its own.
-        indexes = [
-            models.Index(fields=["workspace", "fingerprint"], name="signal_fingerprint"),
-            models.Index(fields=["workspace", "quest_id"], name="signal_quest"),
-        ]
-
-    def __str__(self) -> str:
-        return self.signal_id
 
 
 class Quest(models.Model):

@@ -22,13 +22,14 @@ import pygit2
 from django.db import connection, transaction
 from django.utils import timezone
 
+from ephyra.sql import insert_rows
 from journal.format import read_json
 from journal.store import Journal
 from ledger.audit import audit_append
 from ledger.models import Operation
 from quests.models import Quest, Workspace
-from quests.services import lock_workspace, projection_of, workspace_journal
-from quests.statements import insert_rows
+from quests.projection import lock_workspace, projection_of
+from quests.workspaces import workspace_journal
 
 BATCH = 500
 

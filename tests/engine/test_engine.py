@@ -12,9 +12,9 @@ from ephyra.replay import read_events
 from journal.store import Journal
 from ledger.audit import audit_verify
 from ledger.models import AuditEntry, Operation
-from quests.models import Quest, Signal
+from quests.engine import quest_apply
+from quests.models import Quest
 from quests.repair import repair_workspace
-from quests.services import quest_apply
 from tests.audit_tampering import audit_triggers_disabled
 from tests.core.story import Story
 
@@ -78,9 +78,16 @@ def test_each_accepted_event_is_audited_in_a_verified_chain(workspace):
     assert audit_verify(workspace) == (16, None)
 
 
-def test_a_signal_row_is_kept_for_each_signal_a_quest_takes(workspace):
+def test_each_signal_a_quest_takes_is_in_its_journal(workspace):
     apply_all(workspace, events_of("intake-routes.jsonl"))
-    assert sorted(Signal.objects.values_list("signal_id", "quest_id")) == [
+    journal = Journal(workspace.repository)
+    taken = [
+        (entry.event.signal.id, quest_id)
+        for quest_id in journal.heads()
+        for entry in journal.history(quest_id)
+        if entry.event.type in {"signal_sensed", "signal_merged", "regression_reopened"}
+    ]
+    assert sorted(taken) == [
         ("sig-20", "login-npe"),
         ("sig-21", "login-npe"),
         ("sig-30", "debug-noise"),

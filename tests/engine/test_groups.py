@@ -15,9 +15,10 @@ from journal.store import Journal
 from ledger import audit
 from ledger.audit import audit_append, audit_verify
 from ledger.models import AuditEntry, Operation
+from quests.engine import quest_apply_all
 from quests.models import Quest
 from quests.repair import repair_workspace
-from quests.services import quest_apply_all, workspace_policy
+from quests.workspaces import workspace_policy
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
 

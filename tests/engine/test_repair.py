@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from ephyra import sql as statements
 from journal.store import Journal
 from ledger.models import Operation
-from quests import repair, statements
+from quests import repair
+from quests.engine import quest_apply
 from quests.models import Quest, Workspace
 from quests.repair import repair_workspace
-from quests.services import quest_apply
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
 

@@ -8,13 +8,13 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from ephyra import sql as statements
 from ledger import audit
 from ledger.audit import audit_append, audit_verify
 from ledger.models import AuditEntry, Operation
-from quests import statements
+from quests.engine import quest_apply
 from quests.models import Quest
 from quests.repair import repair_workspace
-from quests.services import quest_apply
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
 from tests.engine.test_repair import _snapshot

@@ -17,8 +17,9 @@ from intake.models import Hook, ReviewLink, WebhookDelivery
 from intake.services import hook_create
 from journal.store import Journal
 from ledger.models import InboundEvent
+from quests.engine import quest_apply
 from quests.models import Workspace
-from quests.services import quest_apply, workspace_journal
+from quests.workspaces import workspace_journal
 from tests.audit_tampering import erase_audit_log
 from tests.core.story import Story, bundle_for
 

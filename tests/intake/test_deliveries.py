@@ -11,8 +11,8 @@ import pytest
 from ephyra.core.events import parse_event
 from intake.models import ReviewLink, WebhookDelivery
 from ledger.models import InboundEvent
+from quests.engine import quest_apply
 from quests.models import Quest
-from quests.services import quest_apply
 from tests.intake.conftest import (
     BASE_NEW,
     BASE_OLD,

@@ -12,13 +12,13 @@ import pygit2
 import pytest
 
 from intake.models import WebhookDelivery
-from ledger import applying
 from ledger.lease import lease_acquire
 from ledger.models import InboundEvent
 from quests.models import Quest
 from tests.intake.conftest import PATCH, fixture, sign
 from tests.intake.test_live import post
 from tests.intake.test_secrets import database_text, journal_bytes
+from worker import inbound as applying
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("committed")]
 

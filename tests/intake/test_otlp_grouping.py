@@ -11,7 +11,7 @@ from ephyra.ingest import parse_logs
 from intake.otlp_models import IngestedSignal
 from intake.tokens import token_create
 from ledger.models import InboundEvent
-from quests.services import quest_apply
+from quests.engine import quest_apply
 from tests.core.story import Story
 from tests.intake.test_otlp_refusals import PROTOBUF, error_log, post
 

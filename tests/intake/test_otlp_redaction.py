@@ -29,8 +29,8 @@ from ephyra.ingest.rules import RULES
 from intake.otlp_models import IngestedSignal
 from intake.tokens import token_create
 from ledger.models import InboundEvent
-from ledger.worker import Worker
 from quests.models import Quest
+from worker.loop import Worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("committed")]
 

@@ -15,23 +15,22 @@ from ephyra.core.effects import EffectType
 from ephyra.core.events import ChildAttached, ParentLanded, parse_event
 from ephyra.core.ports import EffectRequest, outcome_event_id
 from ephyra.ingest import parse_logs
+from intake.effects import MuteFingerprintAdapter, TriageAdapter
 from intake.otlp_models import FingerprintMute
 from intake.otlp_services import signals_receive
 from intake.tokens import token_create
 from intake.triage import patch_files, touches
 from journal.store import Journal
-from ledger import delivery
+from ledger import operations
 from ledger.lease import lease_acquire
 from ledger.models import InboundEvent, Operation
 from quests.effects import (
     DeliverChildEvidenceAdapter,
     MergeSignalAdapter,
-    MuteFingerprintAdapter,
     ResumeDependentsAdapter,
-    TriageAdapter,
 )
+from quests.engine import quest_apply
 from quests.models import Workspace
-from quests.services import quest_apply
 from tests.core.story import Story
 from tests.intake.test_triage_routes import (
     CART,
@@ -41,6 +40,7 @@ from tests.intake.test_triage_routes import (
     quest,
     use_policy,
 )
+from worker import delivery
 
 UNTIL = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -139,7 +139,7 @@ def test_an_outcome_fed_back_twice_attaches_the_child_once(workspace):
     sensed(workspace, "kid", fingerprint="fp-kid", parent="parent")
     (op,) = Operation.objects.filter(type="deliver_child_evidence")
     fence = lease_acquire(workspace.pk, "w1")
-    assert delivery.claim(fence, op)
+    assert operations.claim(fence, op)
     delivery.deliver(fence, workspace, op)
     assert quest(workspace, "parent").children == ("kid",)
     head = quest(workspace, "parent").last_event

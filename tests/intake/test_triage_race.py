@@ -21,8 +21,8 @@ from intake.tokens import token_create
 from intake.triage import Router
 from journal.store import Journal
 from ledger.models import InboundEvent
+from quests.engine import quest_apply
 from quests.models import Workspace
-from quests.services import quest_apply
 from tests.core.story import Story
 from tests.intake.test_otlp_refusals import PROTOBUF, post
 from tests.intake.test_triage_routes import CART, ORDERS, export, fingerprint_of

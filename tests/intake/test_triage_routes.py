@@ -29,11 +29,11 @@ from intake.tokens import token_create
 from journal.store import Journal
 from ledger.inbound import submit_event
 from ledger.models import InboundEvent, Operation
-from ledger.worker import Worker
 from quests.models import PolicyVersion, Quest, Workspace
 from tests.core.lifecycle_helpers import LANDED, next_event
 from tests.core.story import Story
 from tests.intake.test_otlp_refusals import PROTOBUF, post
+from worker.loop import Worker
 
 PASSING = (CheckResult(name="tests", passed=True),)
 SIGNATURE = pygit2.Signature("Tess Ter", "tess@example.com", 1_700_000_000, 0)

@@ -10,10 +10,10 @@ import pytest
 from intake.otlp_models import FingerprintMute, IngestedSignal
 from intake.tokens import token_create
 from ledger.models import InboundEvent
-from ledger.worker import Worker
 from quests.models import Quest
 from tests.intake.test_otlp_sdk import send_log
 from tests.intake.test_triage_routes import quest, use_policy
+from worker.loop import Worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("committed")]
 

@@ -42,15 +42,15 @@ from ephyra.core.ports import EffectRequest, EffectResult
 from ephyra.core.quest import Quest as QuestValue
 from journal.apply import first_mismatch, replay_journal
 from journal.store import Journal
-from ledger import delivery
 from ledger.inbound import submit_event
 from ledger.lease import lease_acquire, lease_release
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation
 from quests.models import Quest, Workspace
 from quests.repair import repair_workspace
-from quests.services import workspace_policy
+from quests.workspaces import workspace_policy
 from tests.core.story import Story
 from tests.ledger import world
+from worker import delivery
 
 ROOT = Path(__file__).resolve().parents[2]
 State = Operation.State
@@ -459,7 +459,7 @@ def tally(results: list[RunResult]) -> dict[str, int]:
 
 
 def table(results: list[RunResult]) -> str:
-    from ledger.faults import POINTS
+    from worker.faults import POINTS
 
     counts = tally(results)
     rows = [

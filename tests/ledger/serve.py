@@ -1,7 +1,7 @@
 """A standalone worker process that reports its counters, for tests that race two workers.
 
 ``python -m tests.ledger.serve --workspace SLUG`` runs the same loop as
-``manage.py worker --standalone --workspace SLUG`` (``ledger.worker.Worker.run_forever``) and
+``manage.py worker --standalone --workspace SLUG`` (``worker.loop.Worker.run_forever``) and
 prints one JSON line on stdout whenever its counters change: its owner identity, the work it
 did, and how many of its fenced writes were refused (``Worker.refused``). Those counters live
 in the process; this is how a test outside it sees them. SIGTERM stops it cleanly.
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     import django
 
     django.setup()
-    from ledger.worker import Worker
+    from worker.loop import Worker
 
     worker = Worker(workspaces=args.workspace)
 

@@ -18,8 +18,8 @@ from journal.anchor import anchor_history, read_anchor
 from journal.store import Journal
 from ledger.audit import AuditBroken, audit_anchor, audit_append, audit_check
 from ledger.models import AuditEntry
+from quests.engine import quest_apply
 from quests.models import Workspace
-from quests.services import quest_apply
 from tests.audit_tampering import audit_triggers_disabled
 
 pytestmark = pytest.mark.django_db

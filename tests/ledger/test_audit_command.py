@@ -21,8 +21,8 @@ from journal.anchor import read_anchor
 from journal.store import Journal
 from ledger.audit import audit_anchor
 from ledger.models import AuditEntry
+from quests.engine import quest_apply
 from quests.models import Workspace
-from quests.services import quest_apply
 from tests.audit_tampering import audit_triggers_disabled
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,10 +8,10 @@ from django.core.management import CommandError, call_command
 from ledger.lease import lease_acquire
 from ledger.models import AuditEntry, InboundEvent, Operation, UsageReceipt
 from ledger.usage import quest_usage, record_usage
-from ledger.worker import Worker
 from quests.models import Quest
 from tests.core.story import Story
 from tests.ledger.test_delivery import drive
+from worker.loop import Worker
 
 
 def run(*args) -> str:

@@ -10,15 +10,17 @@ from django.utils import timezone
 
 from ephyra.core.proof import CheckResult
 from ephyra.core.quest import Quest as QuestValue
-from ledger import delivery
+from ledger import operations
 from ledger.inbound import submit_event
 from ledger.lease import LeaseLost, lease_acquire
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation
-from ledger.worker import Worker
+from quests.engine import quest_apply
 from quests.models import Quest
-from quests.services import quest_apply, workspace_journal
+from quests.workspaces import workspace_journal
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
+from worker import delivery
+from worker.loop import Worker
 
 State = Operation.State
 PASSING = (CheckResult(name="tests", passed=True),)
@@ -134,7 +136,7 @@ def test_an_orphaned_write_becomes_ambiguous_for_the_next_owner(workspace, adapt
     drive(workspace, Story("q1"), "landing")
     first = lease_acquire(workspace.pk, "w1")
     land = Operation.objects.get(workspace=workspace, type="land")
-    assert delivery.claim(first, land)  # ... and w1 dies before calling the adapter
+    assert operations.claim(first, land)  # ... and w1 dies before calling the adapter
     Lease.objects.filter(pk=workspace.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
     adapters.CHECK["land"] = "absent"  # the forge can tell it never landed
@@ -199,7 +201,7 @@ def test_a_write_whose_claim_was_taken_over_is_not_sent(workspace, adapters):
     drive(workspace, Story("q1"), "landing")
     first = lease_acquire(workspace.pk, "w1")
     land = Operation.objects.get(workspace=workspace, type="land")
-    assert delivery.claim(first, land)
+    assert operations.claim(first, land)
     Lease.objects.filter(pk=workspace.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     second = lease_acquire(workspace.pk, "w2")
     assert second.generation == 2

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.faults import POINTS
 from tests.audit_tampering import erase_audit_log
 from tests.ledger.harness import RunConfig, run_once, table
+from worker.faults import POINTS
 
 # One quest per forced run, so the order of deliveries (and so where the seeded stream kills)
 # repeats from run to run: with these seeds the kills at after_claim and after_call include

@@ -9,15 +9,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from journal import apply as journal_apply
-from ledger import applying
-from ledger.applying import inbound_groups
 from ledger.inbound import RESOLVE, submit_event
 from ledger.lease import lease_acquire
 from ledger.models import InboundEvent
-from ledger.worker import Worker
 from quests.models import Quest
 from quests.repair import repair_workspace
 from tests.core.story import Story
+from worker import inbound as applying
+from worker.inbound import inbound_groups
+from worker.loop import Worker
 
 Row = InboundEvent
 

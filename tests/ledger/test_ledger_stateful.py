@@ -34,12 +34,14 @@ from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.ports import ClaimLost, EffectFailed, EffectRequest, EffectResult, retry_safe
 from journal.store import Journal
-from ledger import delivery
+from ledger import operations
 from ledger.lease import Fence, LeaseLost, lease_acquire
 from ledger.models import AuditEntry, Lease, Operation
+from quests.engine import quest_apply
 from quests.models import Quest, Workspace
-from quests.services import quest_apply, workspace_journal
+from quests.workspaces import workspace_journal
 from tests.core.story import Story
+from worker import delivery
 
 S = Operation.State
 MAX_DELIVERIES = 3
@@ -169,7 +171,7 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, len(TYPES) - 1))
     def claim(self, i: int) -> None:
         was = self.model[i].state
-        assert delivery.claim(self.fence, self._op(i)) == (was == S.PENDING)
+        assert operations.claim(self.fence, self._op(i)) == (was == S.PENDING)
         if was == S.PENDING:
             self._move(i, S.STARTED)
             self.model[i].attempts += 1
@@ -243,7 +245,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(i=st.integers(0, len(TYPES) - 1))
     def supersede(self, i: int) -> None:
-        delivery.supersede(self.fence, self._op(i), "the quest moved on")
+        operations.supersede(self.fence, self._op(i), "the quest moved on")
         if self.model[i].state == S.PENDING:
             self._move(i, S.FAILED)
 
@@ -257,9 +259,9 @@ class LedgerMachine(RuleBasedStateMachine):
         write = data.draw(st.sampled_from(["claim", "supersede", "resolve", "engine"]))
         with pytest.raises(LeaseLost):
             if write == "claim":
-                delivery.claim(fence, op)
+                operations.claim(fence, op)
             elif write == "supersede":
-                delivery.supersede(fence, op, "stale")
+                operations.supersede(fence, op, "stale")
             elif write == "resolve":
                 delivery.resolve(fence, self.ws, op, EffectResult("absent"), actor="ann")
             else:

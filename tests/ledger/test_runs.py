@@ -14,14 +14,15 @@ from django.utils import timezone
 from ephyra.compose import effect_adapters
 from ephyra.core.events import Paused
 from ephyra.core.ports import EffectRequest, EffectResult, outcome_event_id
-from ledger import delivery
+from ledger import operations
 from ledger.lease import LeaseLost, lease_acquire
 from ledger.models import Lease, Operation
-from ledger.worker import Worker
+from quests.engine import quest_apply
 from quests.models import Quest
-from quests.services import quest_apply
 from tests.core.story import Story
 from tests.ledger import recorder
+from worker import delivery
+from worker.loop import Worker
 
 State = Operation.State
 ORDER: list[str] = []
@@ -140,7 +141,7 @@ def test_a_run_whose_lease_was_lost_records_nothing(workspace, routed):
     worker = Worker(owner="w1")
     worker.acquire()
     fence = worker.fences[workspace.pk]
-    claimed = delivery.claim_batch(fence, ops)
+    claimed = operations.claim_batch(fence, ops)
     assert [op.pk for op in claimed] == [op.pk for op in ops]
     # Another worker takes the lease over (generation + 1) before the outcomes are recorded.
     Lease.objects.filter(pk=workspace.pk).update(expires_at=timezone.now() - timedelta(seconds=1))

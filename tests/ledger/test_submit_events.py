@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
+from ephyra import sql as statements
 from ephyra.core.events import SignalMerged, SignalRef, event_to_dict
+from ephyra.sql import insert_objects
 from intake.otlp_models import IngestedSignal
 from intake.tokens import token_create
 from ledger import inbound
 from ledger.inbound import submit_event, submit_events
 from ledger.models import InboundEvent
-from quests import statements
-from quests.statements import insert_objects
 from tests.engine.test_writes import AWKWARD
 
 AT = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)

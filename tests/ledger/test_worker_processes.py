@@ -49,14 +49,14 @@ from journal.store import Journal
 from ledger.inbound import submit_event
 from ledger.lease import lease_acquire
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation
-from ledger.worker import wait_until
+from quests.engine import quest_apply
 from quests.models import Quest, Workspace
-from quests.services import quest_apply
 from tests.audit_tampering import erase_audit_log
 from tests.core.lifecycle_helpers import next_event
 from tests.core.story import Story
 from tests.ledger import world
 from tests.ledger.harness import WorkerProcess, approve_checkpoints, worker_env
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 State = Operation.State

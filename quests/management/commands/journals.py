@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from journal.errors import JournalError
 from journal.remote import PushRejected, fetch, push
 from quests.models import Workspace
-from quests.services import workspace_journal
+from quests.workspaces import workspace_journal
 
 
 class Command(BaseCommand):

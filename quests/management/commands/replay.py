@@ -6,7 +6,7 @@ from ephyra.policy import DEFAULT_POLICY_PATH
 from ephyra.replay import EXIT_INVALID, EXIT_OK, replay_file, report_invalid, write_decisions
 from journal.apply import first_mismatch, replay_journal
 from quests.models import Workspace
-from quests.services import workspace_journal, workspace_policy
+from quests.workspaces import workspace_journal, workspace_policy
 
 
 class Command(BaseCommand):

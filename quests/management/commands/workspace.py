@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from quests.models import Workspace
-from quests.services import workspace_create
+from quests.workspaces import workspace_create
 
 
 class Command(BaseCommand):

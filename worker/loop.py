@@ -2,7 +2,7 @@
 
 One loop thread does all the work of a process, so a workspace never has two writers inside one
 process either; a heartbeat thread renews the leases, so a long effect does not lose them. The
-Celery doorbell (``ledger.tasks.ring``) only wakes the loop; the loop also polls the database,
+Celery doorbell (``worker.tasks.ring``) only wakes the loop; the loop also polls the database,
 so work enqueued while the doorbell rang elsewhere is found within ``EPHYRA_POLL_MS``.
 
 On taking a lease the worker repairs the workspace's projections from the journals, settles what
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -22,9 +21,6 @@ from django.utils import timezone
 from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.ports import retry_safe
-from ledger import delivery
-from ledger.applying import apply_group, inbound_groups
-from ledger.delivery import Counts
 from ledger.lease import (
     Fence,
     LeaseLost,
@@ -35,8 +31,12 @@ from ledger.lease import (
     worker_identity,
 )
 from ledger.models import InboundEvent, Operation
+from ledger.operations import claim, claim_batch, supersede
 from quests.models import Workspace
 from quests.repair import repair_workspace
+from worker import delivery
+from worker.delivery import Counts
+from worker.inbound import apply_group, inbound_groups
 
 log = logging.getLogger(__name__)
 BATCH = 200
@@ -186,7 +186,7 @@ class Worker:
 
     def take_inbound(self, fence: Fence, workspace: Workspace) -> int:
         """Apply the oldest pending inbound events (up to ``BATCH``) in groups of distinct
-        quests, one transaction a group (``ledger.applying``); how many were taken."""
+        quests, one transaction a group (``worker.inbound``); how many were taken."""
         rows = list(
             InboundEvent.objects.filter(
                 workspace=workspace, state=InboundEvent.State.PENDING
@@ -209,7 +209,7 @@ class Worker:
         def flush() -> None:
             ops = list(run.values())
             for start in range(0, len(ops), CLAIM_BATCH):
-                claimed = delivery.claim_batch(fence, ops[start : start + CLAIM_BATCH])
+                claimed = claim_batch(fence, ops[start : start + CLAIM_BATCH])
                 self.counts.add(delivery.deliver_batch(fence, workspace, claimed))
             moved.update(run)
             run.clear()
@@ -222,23 +222,14 @@ class Worker:
             else:
                 current, why = delivery.is_current(workspace, op, heads.get(op.quest_id))
             if not current:
-                delivery.supersede(fence, op, why)
+                supersede(fence, op, why)
                 self.counts.superseded += 1
             elif retry_safe(EffectType(op.type)):
                 run[op.quest_id] = op
             else:
                 flush()
-                if delivery.claim(fence, op):
+                if claim(fence, op):
                     self.counts.add(delivery.deliver(fence, workspace, op))
                 moved.add(op.quest_id)
         flush()
 
-
-def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` seconds pass (for commands and tests)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

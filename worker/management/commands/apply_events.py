@@ -4,10 +4,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from ephyra.replay import EventFileError, read_events
-from ledger.delivery import fenced_apply
 from ledger.inbound import submit_event
 from ledger.lease import LeaseHeld, holding
 from quests.models import Workspace
+from worker.delivery import fenced_apply
 
 
 class Command(BaseCommand):

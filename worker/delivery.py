@@ -13,6 +13,9 @@ worker that lost its lease changes nothing. The order of the steps is what makes
 A crash after 1 leaves a started operation with no outcome. Its next worker finds it orphaned:
 a read or computation goes back to pending (dead once the counter passes the limit); a write
 becomes ambiguous, and the adapter's ``check`` or a person resolves it (``reconcile``).
+
+The rows' own steps (claim, record, supersede, settle) are the ledger's (``ledger.operations``);
+this module is the part that calls adapters and the engine.
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ from ephyra.core.ports import (
     EffectResult,
     retry_safe,
 )
-from ledger import faults
 from ledger.audit import audit_append
 from ledger.lease import Fence, LeaseLost, fence_check
 from ledger.models import Operation
+from ledger.operations import finish, finish_many, holds_claim, settle, take_over
+from quests.engine import Outcome, quest_apply
 from quests.models import Quest, Workspace
-from quests.services import Outcome, quest_apply, workspace_journal
+from quests.workspaces import workspace_journal
+from worker import faults
 
 log = logging.getLogger(__name__)
 State = Operation.State
@@ -97,18 +102,6 @@ def _request(workspace: Workspace, op: Operation, fence: Fence | None = None) ->
     )
 
 
-def holds_claim(fence: Fence, op: Operation) -> bool:
-    """Does this worker still hold its lease and its claim on ``op``?"""
-    try:
-        with transaction.atomic():
-            fence_check(fence)
-            return Operation.objects.filter(
-                pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
-            ).exists()
-    except LeaseLost:
-        return False
-
-
 def _result_outcome(result: EffectResult) -> dict:
     return {
         "status": result.status,
@@ -159,44 +152,13 @@ def heads(workspace: Workspace, ops: list[Operation]) -> dict[str, tuple[str, st
     }
 
 
-def claim(fence: Fence, op: Operation) -> bool:
-    with transaction.atomic():
-        fence_check(fence)
-        now = timezone.now()
-        # Matching the attempts read makes the row's new values known without reading it back.
-        changes = {
-            "state": State.STARTED,
-            "owner": fence.owner,
-            "generation": fence.generation,
-            "attempts": op.attempts + 1,
-            "started_at": now,
-            "updated_at": now,
-        }
-        taken = Operation.objects.filter(
-            pk=op.pk, state=State.PENDING, attempts=op.attempts
-        ).update(**changes)
-    if taken:
-        for name, value in changes.items():
-            setattr(op, name, value)
-    return bool(taken)
-
-
-def _finish(fence: Fence, op: Operation, state: str, outcome: dict, **extra) -> bool:
-    """Record an outcome, only if this worker's claim is still the operation's claim."""
-    with transaction.atomic():
-        fence_check(fence)
-        now = timezone.now()
-        changes = {"state": state, "outcome": outcome, "finished_at": now, "updated_at": now}
-        changes |= extra
-        done = Operation.objects.filter(
-            pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
-        ).update(**changes)
-        if done and state in {State.AMBIGUOUS, State.DEAD}:
-            _audit(op, f"operation.{state}", outcome)
-    if done:
-        for name, value in changes.items():
-            setattr(op, name, value)
-    return bool(done)
+def _record(fence: Fence, op: Operation, state: str, outcome: dict, **extra) -> bool:
+    """``ledger.operations.finish``, auditing an operation that became ambiguous or dead: those
+    wait for a person, who should find out from the audit trail how they got there."""
+    then = None
+    if state in {State.AMBIGUOUS, State.DEAD}:
+        then = lambda: _audit(op, f"operation.{state}", outcome)  # noqa: E731
+    return finish(fence, op, state, outcome, then=then, **extra)
 
 
 def _audit(op: Operation, action: str, payload: dict, actor: str = "ephyra") -> None:
@@ -229,50 +191,12 @@ def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
         log.warning("effect %s raised", op.key, exc_info=True)
         return _after_exception(fence, op, f"{type(exc).__name__}: {exc}")
     faults.reach("after_call")
-    if not _finish(fence, op, result.status, _result_outcome(result)):
+    if not _record(fence, op, result.status, _result_outcome(result)):
         return counts
     setattr(counts, result.status, 1)
     faults.reach("after_outcome")
     counts.events = feed_back(fence, workspace, op)
     return counts
-
-
-def claim_batch(fence: Fence, ops: list[Operation]) -> list[Operation]:
-    """Claim several retry-safe operations in one fenced transaction: one commit, not one per
-    effect. Only reads and computations go this way: a crash after the claim sends them back to
-    pending, and their adapters deduplicate by key. A write is claimed alone (``claim``), so it
-    is checked against its claim right before it is sent."""
-    if not ops:
-        return []
-    now = timezone.now()
-    pks = [op.pk for op in ops]
-    with transaction.atomic():
-        fence_check(fence)
-        Operation.objects.filter(pk__in=pks, state=State.PENDING).update(
-            state=State.STARTED,
-            owner=fence.owner,
-            generation=fence.generation,
-            attempts=F("attempts") + 1,
-            started_at=now,
-            updated_at=now,
-        )
-        # The started time tells this claim from an older one of the same owner and generation.
-        taken = dict(
-            Operation.objects.filter(
-                pk__in=pks,
-                state=State.STARTED,
-                owner=fence.owner,
-                generation=fence.generation,
-                started_at=now,
-            ).values_list("pk", "attempts")
-        )
-    claimed = []
-    for op in ops:
-        if op.pk in taken:
-            op.state, op.owner, op.generation = State.STARTED, fence.owner, fence.generation
-            op.attempts, op.started_at, op.updated_at = taken[op.pk], now, now
-            claimed.append(op)
-    return claimed
 
 
 def deliver_batch(fence: Fence, workspace: Workspace, ops: list[Operation]) -> Counts:
@@ -295,50 +219,25 @@ def deliver_batch(fence: Fence, workspace: Workspace, ops: list[Operation]) -> C
             continue
         faults.reach("after_call")
         results.append((op, result))
-    recorded = _finish_many(fence, results)
-    for op, result in recorded:
+    status = {op.pk: result.status for op, result in results}
+    recorded = finish_many(fence, [(op, r.status, _result_outcome(r)) for op, r in results])
+    for op in recorded:
         counts.delivered += 1
-        setattr(counts, result.status, getattr(counts, result.status) + 1)
+        setattr(counts, status[op.pk], getattr(counts, status[op.pk]) + 1)
         faults.reach("after_outcome")
         counts.events += feed_back(fence, workspace, op)
     return counts
 
 
-def _finish_many(
-    fence: Fence, results: list[tuple[Operation, EffectResult]]
-) -> list[tuple[Operation, EffectResult]]:
-    """Record succeeded or failed outcomes of this worker's claims, in one transaction."""
-    if not results:
-        return []
-    done = []
-    with transaction.atomic():
-        fence_check(fence)
-        now = timezone.now()
-        for op, result in results:
-            changes = {
-                "state": result.status,
-                "outcome": _result_outcome(result),
-                "finished_at": now,
-                "updated_at": now,
-            }
-            if Operation.objects.filter(
-                pk=op.pk, state=State.STARTED, owner=fence.owner, generation=fence.generation
-            ).update(**changes):
-                for name, value in changes.items():
-                    setattr(op, name, value)
-                done.append((op, result))
-    return done
-
-
 def _after_exception(fence: Fence, op: Operation, error: str) -> Counts:
     if not retry_safe(EffectType(op.type)):
-        _finish(fence, op, State.AMBIGUOUS, {"error": error})
+        _record(fence, op, State.AMBIGUOUS, {"error": error})
         return Counts(delivered=1, ambiguous=1)
     if op.attempts >= settings.EPHYRA_MAX_DELIVERIES:
-        _finish(fence, op, State.DEAD, {"error": error, "attempts": op.attempts})
+        _record(fence, op, State.DEAD, {"error": error, "attempts": op.attempts})
         return Counts(delivered=1, dead=1)
     delay = settings.EPHYRA_RETRY_SECONDS * 2 ** (op.attempts - 1)
-    _finish(
+    _record(
         fence,
         op,
         State.PENDING,
@@ -364,19 +263,6 @@ def feed_back(fence: Fence, workspace: Workspace, op: Operation) -> int:
     return fed
 
 
-def supersede(fence: Fence, op: Operation, reason: str) -> None:
-    """A pending effect its quest no longer asks for: never delivered, recorded as failed."""
-    with transaction.atomic():
-        fence_check(fence)
-        now = timezone.now()
-        Operation.objects.filter(pk=op.pk, state=State.PENDING).update(
-            state=State.FAILED,
-            outcome={"status": "superseded", "detail": {"reason": reason}, "events": []},
-            finished_at=now,
-            updated_at=now,
-        )
-
-
 def recover(fence: Fence, workspace: Workspace) -> Counts:
     """On taking a lease: settle what earlier owners left. Started operations of another claim
     are orphaned; recorded outcomes whose events were not all fed back are fed now."""
@@ -398,19 +284,14 @@ def recover(fence: Fence, workspace: Workspace) -> Counts:
 def _orphaned(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
     note = {"error": f"worker {op.owner} (generation {op.generation}) stopped before an outcome"}
     # Take the claim over first, so the outcome below is recorded under this worker's fence.
-    with transaction.atomic():
-        fence_check(fence)
-        Operation.objects.filter(pk=op.pk, state=State.STARTED).update(
-            owner=fence.owner, generation=fence.generation
-        )
-    op.refresh_from_db()
+    take_over(fence, op)
     if retry_safe(EffectType(op.type)):
         if op.attempts >= settings.EPHYRA_MAX_DELIVERIES:
-            _finish(fence, op, State.DEAD, {**note, "attempts": op.attempts})
+            _record(fence, op, State.DEAD, {**note, "attempts": op.attempts})
             return Counts(dead=1)
-        _finish(fence, op, State.PENDING, note, owner="")
+        _record(fence, op, State.PENDING, note, owner="")
         return Counts(retried=1)
-    _finish(fence, op, State.AMBIGUOUS, note)
+    _record(fence, op, State.AMBIGUOUS, note)
     counts = Counts(ambiguous=1)
     counts.add(check_ambiguous(fence, workspace, op))
     return counts
@@ -437,24 +318,12 @@ def resolve(
 ) -> None:
     """Settle an ambiguous or dead operation (by a check or a person), audited, then feed back.
     ``absent`` (it certainly did not happen) sends it back to pending for a fresh delivery."""
-    again = result.status == "absent"
-    with transaction.atomic():
-        fence_check(fence)
-        now = timezone.now()
-        outcome = {**_result_outcome(result), "resolved_by": actor, "was": op.state}
-        done = Operation.objects.filter(pk=op.pk, state__in=[State.AMBIGUOUS, State.DEAD]).update(
-            state=State.PENDING if again else result.status,
-            outcome=outcome,
-            finished_at=None if again else now,
-            updated_at=now,
-            due_at=now,
-            owner="",
-        )
-        if not done:
-            raise ValueError(f"{op.key} is {op.state}, not ambiguous or dead")
-        _audit(op, "operation.resolved", {"was": op.state, "now": result.status}, actor=actor)
-    op.refresh_from_db()
-    if not again:
+    was = op.state
+    outcome = {**_result_outcome(result), "resolved_by": actor, "was": was}
+    audit = {"was": was, "now": result.status}
+    then = lambda: _audit(op, "operation.resolved", audit, actor)  # noqa: E731
+    settle(fence, op, result.status, outcome, then=then)
+    if result.status != "absent":
         feed_back(fence, workspace, op)
 
 

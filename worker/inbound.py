@@ -20,14 +20,14 @@ from django.utils import timezone
 
 from ephyra.core.events import BaseEvent, parse_event
 from ephyra.core.machine import REFUSED
-from ledger import faults
-from ledger.delivery import fenced_apply, resolve_by_person
+from ephyra.sql import Statement, run_together
 from ledger.inbound import RESOLVE
 from ledger.lease import Fence, LeaseLost, fence_check
 from ledger.models import InboundEvent
+from quests.engine import Outcome, quest_apply_all
 from quests.models import Workspace
-from quests.services import Outcome, quest_apply_all
-from quests.statements import Statement, run_together
+from worker import faults
+from worker.delivery import fenced_apply, resolve_by_person
 
 log = logging.getLogger(__name__)
 GROUP = 50  # rows applied in one transaction at most

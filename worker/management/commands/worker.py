@@ -12,7 +12,7 @@ import contextlib
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from ledger.worker import Worker
+from worker.loop import Worker
 
 
 class Command(BaseCommand):

@@ -15,11 +15,11 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
-from ledger.delivery import resolve_by_person
 from ledger.inbound import submit_resolution
 from ledger.lease import LeaseHeld, holding
 from ledger.models import InboundEvent, Lease, Operation
 from quests.models import Workspace
+from worker.delivery import resolve_by_person
 
 
 class Command(BaseCommand):

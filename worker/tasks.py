@@ -1,7 +1,7 @@
 """Celery: the doorbell task and the worker's life cycle.
 
 A Celery worker process started for Ephyra (``manage.py worker`` or ``celery -A ephyra worker``)
-runs one ``ledger.worker.Worker`` beside its consumer. The ``ledger.ring`` message only wakes it:
+runs one ``worker.loop.Worker`` beside its consumer. The ``worker.ring`` message only wakes it:
 the ledger and the journal hold the work, so a lost, repeated or late message changes nothing.
 """
 
@@ -12,21 +12,16 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
 
-from ledger.worker import Worker
+from worker.loop import Worker
 
 log = logging.getLogger(__name__)
 _worker: Worker | None = None
 
 
-@shared_task(name="ledger.ring", ignore_result=True)
+@shared_task(name="worker.ring", ignore_result=True)
 def ring(workspace_id: int) -> None:
     if _worker is not None:
         _worker.wake.set()
-
-
-@shared_task(name="ledger.noop", ignore_result=True)
-def noop() -> None:
-    """A task that does nothing: benchmarks/effects.py compares the ledger against it."""
 
 
 @worker_ready.connect

@@ -1,0 +1,87 @@
+"""Workspaces: registering a repository, and reaching a workspace's journal and policy.
+
+A workspace is a repository Ephyra works on. Its quests are journaled in a mirror of it under
+the data directory; its current reviewed policy decides how they move.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from ephyra.core.rules import MachinePolicy
+from ephyra.policy import AutonomyPolicy, default_policy, parse_policy
+from journal.store import Journal
+from quests.models import Workspace
+
+
+def workspace_create(
+    slug: str, source: str, *, base_branch: str = "main", name: str = ""
+) -> Workspace:
+    """Register a repository: mirror it under the data directory, where its journals live, and
+    remember the source as the remote the journals are pushed to."""
+    if urlsplit(source).password:
+        # Secrets never reach the database (the remote is stored) or Git's config.
+        raise ValueError(
+            "the repository URL carries a password; give it without credentials and let git's "
+            "credential helper supply them"
+        )
+    mirror = Path(settings.DATA_DIR) / "mirrors" / f"{slug}.git"
+    if mirror.exists():
+        raise ValueError(f"{mirror} already exists")
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["git", "clone", "--quiet", "--mirror", source, str(mirror)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ValueError(f"cannot mirror {source}: {done.stderr.strip()}")
+    return Workspace.objects.create(
+        slug=slug, name=name or slug, repository=str(mirror), base_branch=base_branch, remote=source
+    )
+
+
+_journals = threading.local()
+
+
+def workspace_journal(workspace: Workspace) -> Journal:
+    """The workspace's journal, one open repository per thread (pygit2 objects are not shared
+    between threads), so its reference and tree caches stay warm across events."""
+    cache = _journals.__dict__.setdefault("by_path", {})
+    journal = cache.get(workspace.repository)
+    if journal is None:
+        journal = cache[workspace.repository] = Journal(Path(workspace.repository))
+    return journal
+
+
+@functools.lru_cache(maxsize=64)
+def _policy(text: str | None, source: str) -> AutonomyPolicy:
+    return default_policy() if text is None else parse_policy(text, source)
+
+
+@functools.lru_cache(maxsize=64)
+def _machine_policy(text: str | None, source: str) -> MachinePolicy:
+    return _policy(text, source).machine()
+
+
+def workspace_policy_document(workspace: Workspace) -> AutonomyPolicy:
+    """The workspace's current reviewed policy, whole (the default when none): triage, proof
+    and watch rules as well as the machine's. Parsed once per policy text."""
+    if workspace.policy_id is None:
+        return _policy(None, "default")
+    return _policy(workspace.policy.text, f"policy {workspace.policy.digest}")
+
+
+def workspace_policy(workspace: Workspace) -> MachinePolicy:
+    """The machine view of the workspace's current reviewed policy (the default when none).
+    Parsed once per policy text: a reviewed version never changes, a new one has a new text."""
+    if workspace.policy_id is None:
+        return _machine_policy(None, "default")
+    return _machine_policy(workspace.policy.text, f"policy {workspace.policy.digest}")
