@@ -21,16 +21,41 @@ from ledger.models import InboundEvent
 log = logging.getLogger(__name__)
 
 
-def submit_event(workspace, event: BaseEvent, *, source: str) -> InboundEvent:
+class EventConflict(ValueError):
+    """A different event was submitted earlier under the same id."""
+
+
+def submit_event(
+    workspace, event: BaseEvent, *, source: str, expect_head: str = ""
+) -> InboundEvent:
     """Store ``event`` for the workspace's worker and ring its doorbell once the surrounding
-    transaction commits. A second submission of the same event id returns the first row."""
+    transaction commits. A second submission of the same event returns the first row; a
+    different event under an id already taken raises ``EventConflict``.
+
+    ``expect_head``: the quest's journal head the submitter saw; the worker refuses the event
+    if the quest moved on from it (a person's action is a compare-and-swap on the quest)."""
+    values = _values(event, source)
     try:
         with transaction.atomic():
-            row = InboundEvent.objects.create(workspace=workspace, **_values(event, source))
+            row = InboundEvent.objects.create(
+                workspace=workspace, expect_head=expect_head, **values
+            )
     except IntegrityError:
-        return InboundEvent.objects.get(workspace=workspace, event_id=event.id)
+        row = InboundEvent.objects.get(workspace=workspace, event_id=event.id)
+        if _content(row.payload) != _content(values["payload"]):
+            raise EventConflict(
+                f"event id {event.id} was taken by another event ({row.type}, from "
+                f"{row.source}, received {row.received_at:%Y-%m-%d %H:%M:%S}); an event id "
+                "names one event"
+            ) from None
+        return row
     transaction.on_commit(lambda: ring(workspace.pk))
     return row
+
+
+def _content(payload: dict) -> dict:
+    # The time a retried submission was made may differ; what happened may not.
+    return {k: v for k, v in payload.items() if k != "at"}
 
 
 def submit_events(workspace, events: list[BaseEvent], *, source: str) -> None:

@@ -113,6 +113,9 @@ class InboundEvent(models.Model):
     type = models.CharField(max_length=40)
     payload = models.JSONField()
     source = models.CharField(max_length=200)
+    # The quest's journal head the submitter saw (a person's action): the worker refuses the
+    # event when the quest has moved on from it. Blank: apply to whatever the head is.
+    expect_head = models.CharField(max_length=64, blank=True, default="")
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     result = models.JSONField(default=dict, blank=True)

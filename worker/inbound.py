@@ -26,6 +26,7 @@ from ledger.lease import Fence, LeaseLost, fence_check
 from ledger.models import InboundEvent
 from quests.engine import Outcome, quest_apply_all
 from quests.models import Workspace
+from quests.workspaces import workspace_journal
 from worker import faults
 from worker.delivery import fenced_apply, resolve_by_person
 
@@ -68,6 +69,10 @@ def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None
     except ValueError as exc:
         _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
         return
+    stale = _moved_on(workspace, row)
+    if stale:
+        _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": stale, "stale": True})
+        return
     try:
         fenced_apply(
             fence, workspace, event, then=lambda outcome: run_together([_mark(row, outcome)])
@@ -91,9 +96,15 @@ def apply_group(fence: Fence, workspace: Workspace, rows: Sequence[InboundEvent]
     parsed: list[tuple[InboundEvent, BaseEvent]] = []
     for row in rows:
         try:
-            parsed.append((row, parse_event(row.payload)))
+            event = parse_event(row.payload)
         except ValueError as exc:
             _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+            continue
+        stale = _moved_on(workspace, row)
+        if stale:
+            _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": stale, "stale": True})
+        else:
+            parsed.append((row, event))
     if not parsed:
         return
     try:
@@ -114,6 +125,22 @@ def apply_group(fence: Fence, workspace: Workspace, rows: Sequence[InboundEvent]
         log.warning("a group of %d inbound events raised; applying them one by one", len(parsed))
         for row, _ in parsed:
             apply_inbound(fence, workspace, row)
+
+
+def _moved_on(workspace: Workspace, row: InboundEvent) -> str | None:
+    """Why a person's event comes too late: the quest's journal moved on from the head they
+    saw. None when it did not, or when the head is this very event (a redelivery, answered
+    from the journal as the head's own). Race-free: the lease holder is the one writer."""
+    if not row.expect_head:
+        return None
+    journal = workspace_journal(workspace)
+    head = journal.head(row.quest_id)
+    if head is None or str(head) == row.expect_head or journal.event_id(head) == row.event_id:
+        return None
+    return (
+        f"the quest moved on since it was shown ({row.expect_head[:12]} is now {str(head)[:12]}): "
+        "look again before you act"
+    )
 
 
 @functools.cache

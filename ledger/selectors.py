@@ -1,0 +1,111 @@
+"""Reads of the ledger and the audit log for pages, the API and commands.
+
+The caller passes the workspaces the person may read (``quests.roles``); each selector answers
+in a fixed number of queries whatever the number of rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, QuerySet
+
+from ledger.models import AuditEntry, InboundEvent, Operation
+
+PAGE_SIZE = 50
+# Operations that wait for a person: a write whose outcome is unknown, a job that kept failing.
+NEEDS_A_PERSON = (Operation.State.AMBIGUOUS, Operation.State.DEAD)
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    workspace: str = ""
+    actor: str = ""
+    action: str = ""
+    quest: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def audit_entries(workspace_slugs: list[str], filters: AuditFilters) -> QuerySet[AuditEntry]:
+    """Audit entries of these workspaces matching ``filters``, newest first."""
+    rows = AuditEntry.objects.filter(workspace__slug__in=workspace_slugs).select_related(
+        "workspace"
+    )
+    if filters.workspace:
+        rows = rows.filter(workspace__slug=filters.workspace)
+    if filters.actor:
+        rows = rows.filter(actor=filters.actor)
+    if filters.action:
+        rows = rows.filter(action=filters.action)
+    if filters.quest:
+        rows = rows.filter(object=f"quest:{filters.quest}")
+    if filters.since:
+        rows = rows.filter(at__gte=filters.since)
+    if filters.until:
+        rows = rows.filter(at__lt=filters.until)
+    return rows.order_by("-at", "-pk")
+
+
+def audit_page(workspace_slugs: list[str], filters: AuditFilters, page: int = 1) -> Page:
+    """One page of ``audit_entries``: two queries (the count and the rows)."""
+    return Paginator(audit_entries(workspace_slugs, filters), PAGE_SIZE).get_page(page)
+
+
+def operations(
+    workspace_slugs: list[str], *, state: str = "", type: str = "", quest: str = ""
+) -> QuerySet[Operation]:
+    """Ledger operations of these workspaces, newest first."""
+    rows = Operation.objects.filter(workspace__slug__in=workspace_slugs).select_related(
+        "workspace"
+    )
+    if state:
+        rows = rows.filter(state=state)
+    if type:
+        rows = rows.filter(type=type)
+    if quest:
+        rows = rows.filter(quest_id=quest)
+    return rows.order_by("-pk")
+
+
+def operation_counts(workspace_slugs: list[str]) -> dict[str, dict[str, int]]:
+    """Operations per workspace and state, in one query: {slug: {state: n}}."""
+    counts: dict[str, dict[str, int]] = {slug: {} for slug in workspace_slugs}
+    rows = (
+        Operation.objects.filter(workspace__slug__in=workspace_slugs)
+        .values_list("workspace__slug", "state")
+        .annotate(n=Count("pk"))
+    )
+    for slug, state, n in rows:
+        counts[slug][state] = n
+    return counts
+
+
+def waiting_by_type(workspace_slugs: list[str]) -> dict[str, dict[str, int]]:
+    """Pending operations per workspace and effect type, in one query: {slug: {type: n}}."""
+    counts: dict[str, dict[str, int]] = {slug: {} for slug in workspace_slugs}
+    rows = (
+        Operation.objects.filter(
+            workspace__slug__in=workspace_slugs, state=Operation.State.PENDING
+        )
+        .values_list("workspace__slug", "type")
+        .annotate(n=Count("pk"))
+    )
+    for slug, effect_type, n in rows:
+        counts[slug][effect_type] = n
+    return counts
+
+
+def refused_events(
+    workspace_slugs: list[str], *, quest: str = "", limit: int = 50
+) -> list[InboundEvent]:
+    """Submitted events the worker refused or gave up on, newest first, with their reasons."""
+    rows = InboundEvent.objects.filter(
+        workspace__slug__in=workspace_slugs,
+        state__in=[InboundEvent.State.REFUSED, InboundEvent.State.DEAD],
+    ).select_related("workspace")
+    if quest:
+        rows = rows.filter(quest_id=quest)
+    return list(rows.order_by("-pk")[:limit])

@@ -1,0 +1,218 @@
+"""What a person does to a quest: claim, release, decide a checkpoint, comment, pause, resume,
+kill, record a revision of the patch.
+
+Every page, API view, command and test that acts for a person calls these; nothing else builds
+a reviewer's event. Each action
+
+1. checks the person's role in the workspace (``quests.roles``; ``PermissionDenied``);
+2. builds the event with the person's account as its actor (never free text), its id derived
+   from the caller's idempotency key, so a double click or a resubmitted form is one event;
+3. refuses a quest that moved since the person looked (``Stale``): the action carries the
+   journal head the person saw, checked here and again by the worker right before it applies
+   the event, so it is never applied to a newer state;
+4. asks the machine first (``Refused`` with its reason), then queues the event for the
+   workspace's worker, the one writer (``ledger.inbound``), and can wait for its outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from ephyra.core import events as ev
+from ephyra.core.machine import decide
+from ephyra.core.quest import Quest as QuestValue
+from ledger.inbound import EventConflict, submit_event
+from ledger.models import InboundEvent
+from quests.models import Quest, Workspace
+from quests.roles import require
+from quests.workspaces import workspace_policy
+
+COMMENT_LIMIT = 4000  # characters; the event's own limit, said before it is reached
+
+
+class ActionError(Exception):
+    """An action that was not taken, and why, in words for the person."""
+
+
+class Refused(ActionError):
+    """The machine refuses the event in the quest's present state."""
+
+
+class Stale(ActionError):
+    """The quest moved on since the person saw it."""
+
+
+class Invalid(ActionError):
+    """The person's input cannot make an event (an empty comment, one too long)."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the person saw: the quest's journal head (and its revision, for the message)."""
+
+    head: str
+    revision: int
+
+
+@dataclass
+class Submitted:
+    """An event queued for the worker. ``state`` is pending until the worker applies it
+    (applied) or refuses it (refused, with ``reason``)."""
+
+    event: ev.BaseEvent
+    row: InboundEvent
+
+    @property
+    def state(self) -> str:
+        return self.row.state
+
+    @property
+    def reason(self) -> str:
+        return self.row.result.get("reason") or self.row.result.get("error", "")
+
+    def wait(self, timeout: float, interval: float = 0.05) -> Submitted:
+        """Wait up to ``timeout`` seconds for the worker's answer; the row as it then is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.row.refresh_from_db(fields=["state", "result", "applied_at"])
+            if self.row.state != InboundEvent.State.PENDING or time.monotonic() >= deadline:
+                return self
+            time.sleep(interval)
+
+
+def quest_claim(user, quest: Quest, *, seen: Seen, key: str) -> Submitted:
+    """Hold the quest's review: while held, only this person acts on it (comments still work)."""
+    return _act(user, quest, "claim", ev.Claimed, {}, seen=seen, key=key)
+
+
+def quest_release(user, quest: Quest, *, seen: Seen, key: str) -> Submitted:
+    return _act(user, quest, "release", ev.Released, {}, seen=seen, key=key)
+
+
+def checkpoint_decide(
+    user,
+    quest: Quest,
+    *,
+    checkpoint: str,
+    verdict: str,
+    comment: str = "",
+    seen: Seen,
+    key: str,
+) -> Submitted:
+    """Approve, revise or reject at checkpoint A, B or C. Revise and reject need a comment."""
+    comment = _text(comment, "comment", required=verdict in {"revise", "reject"})
+    fields = {"checkpoint": checkpoint, "verdict": verdict, "comment": comment}
+    return _act(user, quest, "decide", ev.CheckpointDecided, fields, seen=seen, key=key)
+
+
+def quest_comment(user, quest: Quest, *, body: str, key: str) -> Submitted:
+    """A comment: always allowed, whoever holds the review and whatever the quest's state."""
+    fields = {"body": _text(body, "comment", required=True)}
+    return _act(user, quest, "comment", ev.CommentAdded, fields, seen=None, key=key)
+
+
+def quest_pause(user, quest: Quest, *, reason: str = "", seen: Seen, key: str) -> Submitted:
+    fields = {"reason": _text(reason, "reason") or "paused by a person"}
+    return _act(user, quest, "pause", ev.Paused, fields, seen=seen, key=key)
+
+
+def quest_resume(user, quest: Quest, *, seen: Seen, key: str) -> Submitted:
+    return _act(user, quest, "resume", ev.Resumed, {}, seen=seen, key=key)
+
+
+def quest_kill(user, quest: Quest, *, reason: str, seen: Seen, key: str) -> Submitted:
+    fields = {"reason": _text(reason, "reason", required=True)}
+    return _act(user, quest, "kill", ev.Killed, fields, seen=seen, key=key)
+
+
+def human_revision_record(user, quest: Quest, *, head: str, seen: Seen, key: str) -> Submitted:
+    """A person pushed their own revision of the patch: proof runs again for ``head``."""
+    return _act(user, quest, "revise", ev.HumanRevision, {"head": head}, seen=seen, key=key)
+
+
+def event_id_for(workspace: Workspace, quest_id: str, key: str) -> str:
+    """The event id of an action: the same key gives the same event, so it applies once."""
+    digest = hashlib.sha256(f"{workspace.pk}|{quest_id}|{key}".encode()).hexdigest()
+    return f"act-{digest[:24]}"
+
+
+def _text(value: str, name: str, *, required: bool = False) -> str:
+    value = (value or "").strip()
+    if required and not value:
+        raise Invalid(f"a {name} is required")
+    if len(value) > COMMENT_LIMIT:
+        raise Invalid(f"the {name} is {len(value)} characters; at most {COMMENT_LIMIT}")
+    return value
+
+
+def _act(
+    user,
+    quest: Quest,
+    action: str,
+    event_class: type[ev.BaseEvent],
+    fields: dict,
+    *,
+    seen: Seen | None,
+    key: str,
+) -> Submitted:
+    workspace = quest.workspace
+    require(user, workspace, action)
+    if not key or len(key) > 200:
+        raise Invalid("an action needs an idempotency key of 1 to 200 characters")
+    try:
+        event = event_class(
+            id=event_id_for(workspace, quest.quest_id, key),
+            quest=quest.quest_id,
+            at=timezone.now(),
+            actor=user.get_username(),
+            **fields,
+        )
+    except ValueError as exc:  # pydantic: a value the event does not take
+        raise Invalid(_first_error(exc)) from None
+    earlier = InboundEvent.objects.filter(workspace=workspace, event_id=event.id).first()
+    if earlier is not None:
+        # The same action again (a double click, a resubmitted form): its first answer.
+        return _same_or_conflict(event, earlier)
+    if seen is not None and seen.head != quest.journal_head:
+        raise Stale(
+            f"the quest moved on since you saw it (revision {seen.revision}, {seen.head[:12]}); "
+            f"it is now {quest.state} at revision {quest.revision}: look again before you act"
+        )
+    decision = decide(QuestValue.from_dict(quest.data), event, workspace_policy(workspace))
+    if not decision.accepted:
+        raise Refused(decision.reason or decision.outcome)
+    try:
+        row = submit_event(
+            workspace,
+            event,
+            source=f"person:{user.get_username()}",
+            expect_head=seen.head if seen is not None else "",
+        )
+    except EventConflict as exc:
+        raise Invalid(str(exc)) from None
+    return Submitted(event, row)
+
+
+def _same_or_conflict(event: ev.BaseEvent, earlier: InboundEvent) -> Submitted:
+    def content(data: dict) -> dict:
+        return {k: v for k, v in data.items() if k != "at"}
+
+    if content(earlier.payload) != content(ev.event_to_dict(event)):
+        raise Invalid(
+            "this idempotency key was used for a different action on this quest; "
+            "reload the page and try again"
+        )
+    return Submitted(ev.parse_event(earlier.payload), earlier)
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", str(exc))
+    return str(exc)

@@ -1,0 +1,211 @@
+"""Reads for pages, the API and commands: the inbox, one quest, its timeline and its effects.
+
+Each selector answers in a fixed number of queries whatever the number of rows (the tests pin
+the counts), and reads only what the person may see: the workspaces they hold a role in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Q, QuerySet
+
+from ephyra.core.states import State
+from ledger.models import InboundEvent, Operation
+from quests.models import Quest, Workspace
+from quests.roles import workspace_roles
+from quests.workspaces import workspace_journal
+
+# States in which a quest waits for a person, and the checkpoint each one stands at.
+CHECKPOINT_OF = {
+    State.HYPOTHESISED: "A",
+    State.PLANNED: "B",
+    State.READY: "C",
+}
+WAITING_STATES = (
+    State.HYPOTHESISED,
+    State.PLANNED,
+    State.READY,
+    State.HANDED_OFF,
+    State.PARKED,
+)
+SORTS = {
+    "updated": "-updated_at",
+    "oldest": "updated_at",
+    "created": "-created_at",
+    "signals": "-signal_count",
+    "severity": "severity",
+    "title": "title",
+}
+PAGE_SIZE = 50
+
+
+def checkpoint_of(quest: Quest) -> str:
+    """The checkpoint a quest stands at ("A", "B", "C"), or "" when it stands at none; a
+    claimed review stands at the checkpoint it was claimed at."""
+    state = State(quest.state)
+    if state is State.HANDED_OFF and quest.resume_state:
+        return CHECKPOINT_OF.get(State(quest.resume_state), "")
+    return CHECKPOINT_OF.get(state, "")
+
+
+@dataclass(frozen=True)
+class InboxFilters:
+    workspace: str = ""
+    state: str = ""
+    checkpoint: str = ""
+    severity: str = ""
+    route: str = ""
+    mine: bool = False
+    unclaimed: bool = False
+    text: str = ""
+    sort: str = "updated"
+    waiting: bool = True  # only quests that wait for a person; False: every quest
+
+
+def readable_workspaces(user) -> list[str]:
+    """The slugs of the workspaces ``user`` holds any role in."""
+    return sorted(workspace_roles(user))
+
+
+def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
+    """The quests ``user`` may read that match ``filters``, sorted; not yet evaluated."""
+    slugs = readable_workspaces(user)
+    rows = Quest.objects.filter(workspace__slug__in=slugs).select_related("workspace")
+    if filters.waiting:
+        rows = rows.filter(state__in=[str(s) for s in WAITING_STATES])
+    if filters.workspace:
+        rows = rows.filter(workspace__slug=filters.workspace)
+    if filters.state:
+        rows = rows.filter(state=filters.state)
+    if filters.checkpoint:
+        states = [str(s) for s, cp in CHECKPOINT_OF.items() if cp == filters.checkpoint]
+        rows = rows.filter(
+            Q(state__in=states) | Q(state=State.HANDED_OFF, resume_state__in=states)
+        )
+    if filters.severity:
+        rows = rows.filter(severity=filters.severity)
+    if filters.route:
+        rows = rows.filter(route=filters.route)
+    if filters.mine:
+        rows = rows.filter(claim=user.get_username())
+    if filters.unclaimed:
+        rows = rows.filter(claim="")
+    if filters.text:
+        rows = rows.filter(Q(title__icontains=filters.text) | Q(fingerprint=filters.text))
+    # The primary key breaks ties, so a page never repeats or skips a quest.
+    return rows.order_by(SORTS.get(filters.sort, SORTS["updated"]), "-pk").defer("data")
+
+
+def inbox_page(user, filters: InboxFilters, page: int = 1) -> Page:
+    """One page of ``quests_for``: two queries (the count and the rows)."""
+    return Paginator(quests_for(user, filters), PAGE_SIZE).get_page(page)
+
+
+def inbox_counts(user) -> dict[str, int]:
+    """How many quests wait per tab, in one query: at a checkpoint, claimed by ``user``,
+    claimed by anyone, parked."""
+    slugs = readable_workspaces(user)
+    checkpoints = [str(s) for s in CHECKPOINT_OF]
+    return Quest.objects.filter(workspace__slug__in=slugs).aggregate(
+        checkpoint=Count("pk", filter=Q(state__in=checkpoints)),
+        mine=Count("pk", filter=Q(state=State.HANDED_OFF, claim=user.get_username())),
+        handed_off=Count("pk", filter=Q(state=State.HANDED_OFF)),
+        parked=Count("pk", filter=Q(state=State.PARKED)),
+    )
+
+
+def quest_for(user, workspace_slug: str, quest_id: str) -> Quest | None:
+    """The quest, if ``user`` may read its workspace (None otherwise, as for no quest: another
+    workspace's quest is not revealed to exist)."""
+    if workspace_slug not in workspace_roles(user):
+        return None
+    return (
+        Quest.objects.select_related("workspace")
+        .filter(workspace__slug=workspace_slug, quest_id=quest_id)
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One thing that happened to a quest: a journaled transition, or a refused event."""
+
+    at: datetime
+    event_id: str
+    type: str
+    actor: str
+    outcome: str  # accepted, refused
+    state_before: str | None
+    state: str | None
+    revision: int
+    commit: str = ""  # the journal commit (accepted ones)
+    reason: str = ""  # why it was refused
+    effects: tuple[str, ...] = ()
+    detail: dict = field(default_factory=dict)  # the event's own fields (comment body, …)
+
+
+_NOT_DETAIL = {"id", "quest", "at", "actor", "type"}
+
+
+def quest_timeline(quest: Quest) -> list[TimelineEntry]:
+    """Every journal entry of the quest and every refused event submitted for it, newest
+    first. The journal is read in one walk; the refusals in one query."""
+    journal = workspace_journal(quest.workspace)
+    entries = [
+        TimelineEntry(
+            at=entry.event.at,
+            event_id=entry.event.id,
+            type=entry.event.type,  # type: ignore[attr-defined]
+            actor=entry.event.actor,
+            outcome=entry.decision["outcome"],
+            state_before=entry.decision["from"],
+            state=entry.decision["state"],
+            revision=entry.decision["revision"],
+            commit=str(entry.oid),
+            effects=tuple(effect["key"] for effect in entry.effects),
+            detail={
+                k: v
+                for k, v in entry.event.model_dump(mode="json").items()
+                if k not in _NOT_DETAIL
+            },
+        )
+        for entry in journal.history(quest.quest_id)
+    ]
+    refused = InboundEvent.objects.filter(
+        workspace_id=quest.workspace_id,
+        quest_id=quest.quest_id,
+        state__in=[InboundEvent.State.REFUSED, InboundEvent.State.DEAD],
+    ).order_by("id")
+    for row in refused:
+        entries.append(
+            TimelineEntry(
+                at=row.applied_at or row.received_at,
+                event_id=row.event_id,
+                type=row.type,
+                actor=str(row.payload.get("actor", "")),
+                outcome="refused",
+                state_before=row.result.get("state"),
+                state=row.result.get("state"),
+                revision=quest.revision,
+                reason=row.result.get("reason") or row.result.get("error", ""),
+                detail={k: v for k, v in row.payload.items() if k not in _NOT_DETAIL},
+            )
+        )
+    entries.sort(key=lambda e: e.at, reverse=True)
+    return entries
+
+
+def quest_effects(quest: Quest) -> list[Operation]:
+    """The quest's ledger operations, oldest first, in one query."""
+    return list(
+        Operation.objects.filter(workspace_id=quest.workspace_id, quest_id=quest.quest_id).order_by(
+            "id"
+        )
+    )
+
+
+def workspaces_for(user) -> list[Workspace]:
+    return list(Workspace.objects.filter(slug__in=readable_workspaces(user)).order_by("slug"))
