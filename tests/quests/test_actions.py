@@ -66,7 +66,7 @@ def test_an_action_on_a_quest_that_moved_is_refused_before_it_is_queued(workspac
     ann = person("ann", shop=[Role.REVIEWER])
     quest = drive(workspace, "q1", "hypothesised")
     old = Seen("0" * 40, 1)
-    with pytest.raises(Stale, match="moved on since you saw it .* now hypothesised"):
+    with pytest.raises(Stale, match=r"moved on since you saw it .* now hypothesised"):
         actions.quest_claim(ann, quest, seen=old, key="k1")
     assert not InboundEvent.objects.exists()
 

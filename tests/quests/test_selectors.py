@@ -102,7 +102,7 @@ def test_a_quests_effects_come_with_their_ledger_state_in_one_query(
     quest = drive(workspace, "q1", "hypothesised")
     with django_assert_num_queries(1):
         effects = quest_effects(quest)
-    assert [(op.type, op.state) for op in effects][0] == ("run_triage", "pending")
+    assert (effects[0].type, effects[0].state) == ("run_triage", "pending")
     assert len(effects) >= 3
 
 

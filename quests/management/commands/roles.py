@@ -61,7 +61,7 @@ class Command(BaseCommand):
     def _person(username: str):
         person = get_user_model().objects.filter(username=username).first()
         if person is None:
-            raise CommandError(f"no user {username!r}: create one with createsuperuser or the admin")
+            raise CommandError(f"no user {username!r}: create it with createsuperuser or the admin")
         return person
 
     @staticmethod
