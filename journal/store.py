@@ -205,10 +205,14 @@ class Journal:
         except KeyError:
             raise JournalError(f"commit {head} has no {QUEST}: not a journal commit") from None
         effects: list[tuple[pygit2.Oid, list[dict[str, Any]]]] = []
+        events: list[str] = []
         oid: pygit2.Oid | None = head
         while oid is not None and oid != stop:
             if commit is None:
                 commit = self.repo[oid]
+            event = self._remember_event(oid, commit.message)  # type: ignore[attr-defined]
+            if event is not None:
+                events.append(event)
             parents = commit.parent_ids  # type: ignore[attr-defined]
             if len(parents) > 1:
                 raise JournalError(f"{oid} has {len(parents)} parents: a journal is linear")
@@ -219,7 +223,7 @@ class Journal:
             if blob.id != _EMPTY_EFFECTS:
                 effects.append((oid, read_json(blob.data)))
             oid, commit = (parents[0] if parents else None), None
-        return Since(quest, effects)
+        return Since(quest, effects, events)
 
     def history(self, quest_id: str) -> list[Entry]:
         """Every transition of the quest, oldest first."""
@@ -537,11 +541,12 @@ def loose_writer(repo: pygit2.Repository) -> Callable[[int, bytes], pygit2.Oid]:
 
 
 class Since(NamedTuple):
-    """``Journal.since``: the head's ``quest.json`` as stored, and (commit, effects) of each
-    commit read that asked for any, newest first."""
+    """``Journal.since``: the head's ``quest.json`` as stored, (commit, effects) of each
+    commit read that asked for any, and the id of every event read, newest first."""
 
     quest: bytes
     effects: list[tuple[pygit2.Oid, list[dict[str, Any]]]]
+    events: list[str]
 
 
 class Locked:

@@ -27,7 +27,8 @@ from quests.projection import lock_workspace, projection_of, projection_sql
 from quests.repair import repair_quest
 from quests.workspaces import workspace_journal, workspace_policy
 
-log = logging.getLogger(__name__)
+# One line per transition, for operators: "shop q1 e7 claimed: hypothesised -> handed_off r1".
+transitions = logging.getLogger("ephyra.transitions")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,35 @@ def quest_apply_all(
             else:
                 group.append((index, event, one))
         _project(workspace, journal, group, outcomes)
+    for event, one in zip(events, applied, strict=True):
+        if one.decision.accepted and not one.duplicate:
+            _log_transition(workspace, event, one)
     return outcomes
+
+
+def _log_transition(workspace: Workspace, event: BaseEvent, applied: Applied) -> None:
+    decision = applied.decision
+    before = "-" if decision.state_before is None else str(decision.state_before)
+    transitions.info(
+        "%s %s %s %s: %s -> %s r%d",
+        workspace.slug,
+        decision.quest_id,
+        event.id,
+        decision.event_type,
+        before,
+        decision.state,
+        decision.revision,
+        extra={
+            "workspace": workspace.slug,
+            "quest": decision.quest_id,
+            "event": event.id,
+            "event_type": decision.event_type,
+            "from": before,
+            "to": str(decision.state),
+            "revision": decision.revision,
+            "journal_head": str(applied.head),
+        },
+    )
 
 
 def _audit_record(event: BaseEvent, applied: Applied) -> dict:

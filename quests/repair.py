@@ -22,6 +22,7 @@ import pygit2
 from django.db import connection, transaction
 from django.utils import timezone
 
+from ephyra.core.ports import outcome_event_id
 from ephyra.sql import insert_rows
 from journal.format import read_json
 from journal.store import Journal
@@ -62,6 +63,9 @@ class _Batch:
     creates: dict[str, dict] = field(default_factory=dict)  # quest id -> projection
     updates: dict[str, tuple[int, str, dict]] = field(default_factory=dict)  # (pk, head, proj.)
     operations: list[dict] = field(default_factory=list)
+    # The ids of the events read, across the workspace: an operation whose outcome events are
+    # among them was delivered before the database lost it (``_settled``).
+    events: set[str] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.creates) + len(self.updates)
@@ -81,6 +85,7 @@ def _check_quest(
     known_head = None if row is None else row["journal_head"]
     at_head = known_head == str(head)
     read = journal.since(head, head if at_head else _oid(known_head))
+    batch.events.update(read.events)
     wanted = projection_of(read_json(read.quest), str(head))
     if row is None:
         batch.creates[quest_id] = wanted
@@ -127,10 +132,29 @@ def _write(workspace: Workspace, batch: _Batch, report: RepairReport, *, locked:
             names = list(next(iter(updates.values()))[2])
             Quest.objects.bulk_update(changed, names, batch_size=BATCH)
         if missing:
-            insert_rows(Operation, workspace, missing, ignore_conflicts=True)
+            rows = [_settled(op, batch.events) for op in missing]
+            insert_rows(Operation, workspace, rows, ignore_conflicts=True)
     report.projections_created.extend(creates)
     report.projections_updated.extend(updates)
     report.operations_created.extend(sorted(op["key"] for op in missing))
+
+
+def _settled(op: dict, events: set[str]) -> dict:
+    """The ledger row of a journaled effect, in the state the journal shows: succeeded when
+    the events its outcome fed back are journaled (ids derived from its key), so the worker
+    does not deliver it again; pending otherwise."""
+    found = []
+    while (event := outcome_event_id(op["key"], len(found))) in events:
+        found.append(event)
+    if not found:
+        return {**op, "state": Operation.State.PENDING, "outcome": {}, "finished_at": None}
+    outcome = {
+        "status": "succeeded",
+        "detail": {"rebuilt": "its outcome events are in the journal", "events": found},
+        "events": [],  # already journaled: nothing to feed back
+    }
+    done = {"state": Operation.State.SUCCEEDED, "outcome": outcome, "finished_at": timezone.now()}
+    return {**op, **done}
 
 
 def _drop_overtaken(workspace: Workspace, batch: _Batch) -> None:
@@ -200,7 +224,7 @@ def repair_workspace(workspace: Workspace, report: RepairReport | None = None) -
         _check_quest(journal, quest_id, head, rows.get(quest_id), batch, report)
         if len(batch) >= BATCH or len(batch.operations) >= 4 * BATCH:
             _write(workspace, batch, report, locked=False)
-            batch = _Batch()
+            batch = _Batch(events=batch.events)
     if len(batch) or batch.operations:
         _write(workspace, batch, report, locked=False)
     repaired = (

@@ -235,3 +235,14 @@ def test_an_edited_or_removed_audit_entry_is_detected_where_it_happened(workspac
         )
         AuditEntry.objects.filter(workspace=workspace, sequence=3).delete()
     assert audit_verify(workspace) == (2, "entry #3 was deleted: the log goes from #2 to #4")
+
+
+def test_each_transition_is_logged_as_one_line_with_its_fields(workspace, caplog):
+    story = Story("q1")
+    with caplog.at_level("INFO", logger="ephyra.transitions"):
+        quest_apply(workspace, story.signal())
+        quest_apply(workspace, story("landed", commit="f" * 40))  # refused: not logged
+    lines = [r for r in caplog.records if r.name == "ephyra.transitions"]
+    assert [r.getMessage() for r in lines] == ["shop q1 q1-e1 signal_sensed: - -> sensed r1"]
+    record = lines[0]
+    assert (record.quest, record.to, record.revision) == ("q1", "sensed", 1)
