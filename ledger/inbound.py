@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -83,6 +84,9 @@ def _values(event: BaseEvent, source: str) -> dict:
 
 
 RESOLVE = "operation.resolve"
+REPAIR = "workspace.repair"
+# Requests to the worker that are not quest events: each is applied alone, in arrival order.
+REQUESTS = frozenset({RESOLVE, REPAIR})
 
 
 def submit_resolution(
@@ -105,6 +109,35 @@ def submit_resolution(
     )
     transaction.on_commit(lambda: ring(workspace.pk))
     return row
+
+
+def submit_repair(workspace, *, actor: str) -> InboundEvent:
+    """Ask the worker that serves the workspace to repair it from the journals (a command may
+    not repair what a worker is writing); its report comes back in the row's result."""
+    at = timezone.now()
+    digest = hashlib.sha256(f"repair|{actor}|{at.isoformat()}".encode()).hexdigest()
+    row = InboundEvent.objects.create(
+        workspace=workspace,
+        event_id=f"repair-{digest[:24]}",
+        quest_id="",
+        type=REPAIR,
+        payload={"actor": actor},
+        source=actor,
+        received_at=at,
+    )
+    transaction.on_commit(lambda: ring(workspace.pk))
+    return row
+
+
+def wait_for(row: InboundEvent, timeout: float, interval: float = 0.05) -> InboundEvent:
+    """Wait up to ``timeout`` seconds for the worker to answer a submitted row (applied,
+    refused or dead); the row as it then is, still pending if the worker has not answered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row.refresh_from_db(fields=["state", "result", "applied_at"])
+        if row.state != InboundEvent.State.PENDING or time.monotonic() >= deadline:
+            return row
+        time.sleep(interval)
 
 
 def ring(workspace_id: int) -> None:

@@ -17,7 +17,6 @@ a reviewer's event. Each action
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass
 
 from django.utils import timezone
@@ -25,7 +24,7 @@ from django.utils import timezone
 from ephyra.core import events as ev
 from ephyra.core.machine import decide
 from ephyra.core.quest import Quest as QuestValue
-from ledger.inbound import EventConflict, submit_event
+from ledger.inbound import EventConflict, submit_event, wait_for
 from ledger.models import InboundEvent
 from quests.models import Quest, Workspace
 from quests.roles import require
@@ -76,12 +75,8 @@ class Submitted:
 
     def wait(self, timeout: float, interval: float = 0.05) -> Submitted:
         """Wait up to ``timeout`` seconds for the worker's answer; the row as it then is."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.row.refresh_from_db(fields=["state", "result", "applied_at"])
-            if self.row.state != InboundEvent.State.PENDING or time.monotonic() >= deadline:
-                return self
-            time.sleep(interval)
+        wait_for(self.row, timeout, interval)
+        return self
 
 
 def quest_claim(user, quest: Quest, *, seen: Seen, key: str) -> Submitted:

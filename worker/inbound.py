@@ -21,11 +21,12 @@ from django.utils import timezone
 from ephyra.core.events import BaseEvent, parse_event
 from ephyra.core.machine import REFUSED
 from ephyra.sql import Statement, run_together
-from ledger.inbound import RESOLVE
+from ledger.inbound import REPAIR, REQUESTS, RESOLVE
 from ledger.lease import Fence, LeaseLost, fence_check
 from ledger.models import InboundEvent
 from quests.engine import Outcome, quest_apply_all
 from quests.models import Workspace
+from quests.repair import repair_workspace
 from quests.workspaces import workspace_journal
 from worker import faults
 from worker.delivery import fenced_apply, resolve_by_person
@@ -36,18 +37,18 @@ GROUP = 50  # rows applied in one transaction at most
 
 def inbound_groups(rows: Sequence[InboundEvent], size: int = GROUP) -> Iterator[list[InboundEvent]]:
     """``rows`` (in arrival order) in groups of at most ``size``, one row per quest, each
-    quest's rows in their order; a resolution (it changes an operation, then its quest) is a
-    group of its own, after everything that arrived before it."""
+    quest's rows in their order; a request (a resolution: it changes an operation, then its
+    quest; a repair) is a group of its own, after everything that arrived before it."""
     left = list(rows)
     while left:
-        if left[0].type == RESOLVE:
+        if left[0].type in REQUESTS:
             yield [left.pop(0)]
             continue
         group: list[InboundEvent] = []
         quests: set[str] = set()  # in the group, or waiting behind a row of theirs
         rest: list[InboundEvent] = []
         for i, row in enumerate(left):
-            if row.type == RESOLVE or len(group) == size:
+            if row.type in REQUESTS or len(group) == size:
                 rest += left[i:]
                 break
             if row.quest_id in quests:
@@ -63,6 +64,9 @@ def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None
     """Apply one submitted event; the row is marked in the engine's own transaction."""
     if row.type == RESOLVE:
         _apply_resolution(fence, workspace, row)
+        return
+    if row.type == REPAIR:
+        _apply_repair(fence, workspace, row)
         return
     try:
         event = parse_event(row.payload)
@@ -189,3 +193,21 @@ def _apply_resolution(fence: Fence, workspace: Workspace, row: InboundEvent) -> 
         _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": str(exc)})
         return
     _inbound_done(fence, row, InboundEvent.State.APPLIED, {"state": op.state})
+
+
+def _apply_repair(fence: Fence, workspace: Workspace, row: InboundEvent) -> None:
+    """``manage.py repair`` asked while this worker serves the workspace: repair under the
+    fence, and hand the report back in the row for the command that waits on it."""
+    with transaction.atomic():
+        fence_check(fence)
+        report = repair_workspace(workspace)
+        InboundEvent.objects.filter(pk=row.pk).update(
+            state=InboundEvent.State.APPLIED,
+            result={
+                "summary": report.summary(),
+                "created": report.projections_created,
+                "updated": report.projections_updated,
+                "operations": report.operations_created,
+            },
+            applied_at=timezone.now(),
+        )

@@ -1,7 +1,18 @@
+"""``manage.py repair``: rebuild projections and missing ledger rows from the Git journals.
+
+A workspace no worker serves is repaired here, under its lease. A workspace a worker serves is
+repaired by that worker (the one writer): the command asks it, waits for its report and prints
+it, and fails if the worker does not answer in time.
+"""
+
+from __future__ import annotations
+
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from ledger.inbound import submit_repair, wait_for
 from ledger.lease import LeaseHeld, fence_check, holding
+from ledger.models import InboundEvent
 from quests.models import Workspace
 from quests.repair import RepairReport, repair_workspace
 
@@ -9,12 +20,18 @@ from quests.repair import RepairReport, repair_workspace
 class Command(BaseCommand):
     help = (
         "Rebuild projections and missing ledger rows from the Git journals (idempotent). "
-        "Workers do this when they take a workspace; a workspace a worker serves is skipped."
+        "A workspace a worker serves is repaired by that worker; the command waits for it."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--workspace", help="only this workspace (slug)")
         parser.add_argument("--list", action="store_true", help="name what changed")
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=60.0,
+            help="seconds to wait for a serving worker's repair (default 60)",
+        )
 
     def handle(self, *args, **options):
         workspaces = Workspace.objects.order_by("slug")
@@ -22,19 +39,27 @@ class Command(BaseCommand):
             workspaces = workspaces.filter(slug=options["workspace"])
             if not workspaces.exists():
                 raise CommandError(f"no workspace {options['workspace']!r}")
-        report, skipped = RepairReport(), []
+        report, unanswered = RepairReport(), []
         for workspace in workspaces:
             try:
                 with holding(workspace, "repair") as fence, transaction.atomic():
                     fence_check(fence)
                     repair_workspace(workspace, report)
-            except LeaseHeld as exc:
-                skipped.append(str(exc))
+            except LeaseHeld as held:
+                row = wait_for(submit_repair(workspace, actor="manage.py repair"), options["wait"])
+                if row.state != InboundEvent.State.APPLIED:
+                    unanswered.append(
+                        f"{workspace.slug}: worker {held.owner} serves it and did not repair it "
+                        f"within {options['wait']:g} s; the request stays queued for it "
+                        "(is the worker stuck? `manage.py ledger status` shows its heartbeat)"
+                    )
+                    continue
+                report.workspaces += 1
+                report.projections_created += row.result.get("created", [])
+                report.projections_updated += row.result.get("updated", [])
+                report.operations_created += row.result.get("operations", [])
+                self.stdout.write(f"{workspace.slug}: repaired by worker {held.owner}")
         self.stdout.write(report.summary())
-        for reason in skipped:
-            self.stderr.write(f"skipped: {reason}")
-        if skipped and options["workspace"]:
-            raise CommandError(skipped[0])
         if options["list"]:
             for label, items in (
                 ("created", report.projections_created),
@@ -43,3 +68,5 @@ class Command(BaseCommand):
             ):
                 for item in items:
                     self.stdout.write(f"  {label}: {item}")
+        if unanswered:
+            raise CommandError("\n".join(unanswered), returncode=1)
