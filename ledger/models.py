@@ -90,6 +90,9 @@ class Lease(models.Model):
     acquired_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # The effect types the holder has adapters for, as it said when it took the lease: pending
+    # operations of any other type wait until a worker that serves them holds the lease.
+    effect_types = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"{self.workspace_id} gen {self.generation} ({self.owner or 'free'})"

@@ -30,8 +30,9 @@ from ledger.lease import (
     lease_renew,
     worker_identity,
 )
-from ledger.models import InboundEvent, Operation
+from ledger.models import InboundEvent, Lease, Operation
 from ledger.operations import claim, claim_batch, supersede
+from ledger.selectors import waiting_by_type
 from quests.models import Workspace
 from quests.repair import repair_workspace
 from worker import delivery
@@ -135,10 +136,22 @@ class Worker:
                 self._refused(workspace.pk)
 
     def started(self, fence: Fence, workspace: Workspace) -> None:
-        """Repair from the journals, then settle what the previous owner left."""
+        """Say which effect types this worker serves, repair from the journals, then settle
+        what the previous owner left."""
+        served = sorted(str(t) for t in effect_adapters())
         with transaction.atomic():
             fence_check(fence)
+            Lease.objects.filter(pk=workspace.pk).update(effect_types=served)
             report = repair_workspace(workspace)
+        unserved = waiting_by_type([workspace.slug])[workspace.slug]
+        unserved = {t: n for t, n in unserved.items() if t not in served}
+        if unserved:
+            log.warning(
+                "%s: no adapter for %s; their operations wait (%s)",
+                workspace.slug,
+                ", ".join(sorted(unserved)),
+                ", ".join(f"{t}={n}" for t, n in sorted(unserved.items())),
+            )
         if report.changed:
             log.info("repair of %s: %s", workspace.slug, report.summary())
         self.counts.add(delivery.recover(fence, workspace))

@@ -108,3 +108,44 @@ def test_usage_receipts_are_kept_once_and_summed_even_for_closed_quests(workspac
     with pytest.raises(ValueError, match="never negative"):
         record_usage(workspace, "q1", key="r3", source="agent", tokens=-1)
     assert UsageReceipt.objects.count() == 2
+
+
+def test_status_names_the_effect_types_no_adapter_serves_and_what_waits_on_them(
+    workspace, settings
+):
+    from ephyra.compose import effect_adapters
+
+    settings.EPHYRA_EFFECT_ADAPTERS = {}
+    effect_adapters.cache_clear()
+    drive(workspace, Story("q1"), "researching")  # asks for start_agent: no adapter by default
+    status = run("ledger", "status")
+    assert "  waiting for an adapter: start_agent=1" in status.splitlines()
+    assert "effect types without an adapter here: start_agent, stop_agent, run_proof" in status
+
+
+def test_a_worker_says_at_start_which_effect_types_wait_without_an_adapter(workspace, caplog):
+    drive(workspace, Story("q1"), "researching")
+    with caplog.at_level("WARNING", logger="worker.loop"):
+        Worker(owner="w1").step()
+    assert "shop: no adapter for start_agent; their operations wait (start_agent=1)" in (
+        caplog.text
+    )
+    lease = workspace.lease
+    lease.refresh_from_db()
+    assert "run_triage" in lease.effect_types and "start_agent" not in lease.effect_types
+
+
+def test_refused_submissions_are_listed_with_their_reasons(workspace):
+    from ledger.inbound import submit_event
+
+    story = Story("q1")
+    submit_event(workspace, story.signal(), source="test")
+    submit_event(workspace, story("landed", commit="f" * 40), source="apply_events")
+    Worker(owner="w1").step()
+    listing = run("ledger", "refused").splitlines()
+    assert len(listing) == 1
+    # Both were taken before triage was delivered: the quest was still sensed.
+    assert listing[0].endswith(
+        "shop q1 q1-e2 landed refused (from apply_events): only a landing quest can land; "
+        "the quest is sensed"
+    )

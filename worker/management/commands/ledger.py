@@ -1,7 +1,9 @@
 """``manage.py ledger``: look at the operation ledger and settle what needs a person.
 
-    ledger status [--workspace SLUG]            counts by state, leases, inbound queue
+    ledger status [--workspace SLUG]            counts by state, leases, inbound queue, and
+                                                effect types that no adapter serves
     ledger list [--state S] [--workspace SLUG]  operations, newest first
+    ledger refused [--workspace SLUG]           submitted events the worker refused, and why
     ledger resolve KEY succeeded|failed|absent --by NAME [--note TEXT]
 
 ``resolve`` settles an ambiguous or dead operation: it landed (succeeded), it did not and must
@@ -14,10 +16,14 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
+from django.utils import timezone
 
+from ephyra.compose import effect_adapters
+from ephyra.core.effects import EffectType
 from ledger.inbound import submit_resolution
 from ledger.lease import LeaseHeld, holding
 from ledger.models import InboundEvent, Lease, Operation
+from ledger.selectors import operation_counts, refused_events, waiting_by_type
 from quests.models import Workspace
 from worker.delivery import resolve_by_person
 
@@ -33,6 +39,9 @@ class Command(BaseCommand):
         listing.add_argument("--workspace")
         listing.add_argument("--state", choices=[s.value for s in Operation.State])
         listing.add_argument("--limit", type=int, default=50)
+        refused = sub.add_parser("refused", help="submitted events the worker refused, and why")
+        refused.add_argument("--workspace")
+        refused.add_argument("--limit", type=int, default=50)
         resolve = sub.add_parser("resolve", help="settle an ambiguous or dead operation")
         resolve.add_argument("key")
         resolve.add_argument("verdict", choices=["succeeded", "failed", "absent"])
@@ -51,23 +60,51 @@ class Command(BaseCommand):
         return workspaces
 
     def _status(self, workspace: str | None, **_) -> None:
-        for ws in self._workspaces(workspace):
-            counts = dict(
-                Operation.objects.filter(workspace=ws)
-                .values_list("state")
-                .annotate(n=Count("id"))
-                .values_list("state", "n")
+        workspaces = list(self._workspaces(workspace))
+        slugs = [ws.slug for ws in workspaces]
+        counts = operation_counts(slugs)
+        waiting = waiting_by_type(slugs)
+        local = sorted(str(t) for t in effect_adapters())
+        leases = {
+            lease.pk: lease for lease in Lease.objects.filter(pk__in=[w.pk for w in workspaces])
+        }
+        inbound = dict(
+            InboundEvent.objects.filter(workspace__in=workspaces, state=InboundEvent.State.PENDING)
+            .values_list("workspace__slug")
+            .annotate(n=Count("pk"))
+        )
+        for ws in workspaces:
+            lease = leases.get(ws.pk)
+            live = lease is not None and lease.owner and lease.expires_at > timezone.now()
+            if live:
+                holder = (
+                    f"{lease.owner} (generation {lease.generation}, "
+                    f"heartbeat {lease.heartbeat_at:%H:%M:%S}, until {lease.expires_at:%H:%M:%S})"
+                )
+            else:
+                holder = "nobody"
+            states = " ".join(f"{s}={counts[ws.slug].get(s, 0)}" for s in Operation.State.values)
+            pending = inbound.get(ws.slug, 0)
+            self.stdout.write(f"{ws.slug}: {states} inbound={pending} served by {holder}")
+            # What the serving worker said it serves; with no worker, this process's table.
+            served = set(lease.effect_types if live else local)
+            stuck = {t: n for t, n in waiting[ws.slug].items() if t not in served}
+            if stuck:
+                listed = ", ".join(f"{t}={n}" for t, n in sorted(stuck.items()))
+                self.stdout.write(f"  waiting for an adapter: {listed}")
+        unserved = [str(t) for t in EffectType if str(t) not in local]
+        if unserved:
+            self.stdout.write(f"effect types without an adapter here: {', '.join(unserved)}")
+
+    def _refused(self, workspace: str | None, limit: int, **_) -> None:
+        slugs = [ws.slug for ws in self._workspaces(workspace)]
+        for row in refused_events(slugs, limit=limit):
+            why = row.result.get("reason") or row.result.get("error", "")
+            when = (row.applied_at or row.received_at).strftime("%Y-%m-%d %H:%M:%S")
+            self.stdout.write(
+                f"{when} {row.workspace.slug} {row.quest_id} {row.event_id} {row.type} "
+                f"{row.state} (from {row.source}): {' '.join(why.split())}"
             )
-            lease = Lease.objects.filter(pk=ws.pk).first()
-            held = (
-                f"{lease.owner} (generation {lease.generation}, until {lease.expires_at:%H:%M:%S})"
-            )
-            holder = held if lease and lease.owner else "nobody"
-            waiting = InboundEvent.objects.filter(
-                workspace=ws, state=InboundEvent.State.PENDING
-            ).count()
-            states = " ".join(f"{s}={counts.get(s, 0)}" for s in Operation.State.values)
-            self.stdout.write(f"{ws.slug}: {states} inbound={waiting} served by {holder}")
 
     def _list(self, workspace: str | None, state: str | None, limit: int, **_) -> None:
         ops = Operation.objects.filter(workspace__in=self._workspaces(workspace))
