@@ -89,9 +89,11 @@ def test_apply_events_refuses_while_a_worker_serves_and_submit_queues(workspace,
     with pytest.raises(CommandError, match="workspace shop is served by worker w9"):
         run("apply_events", "shop", str(events))
     assert not Quest.objects.exists()
-    out = run("apply_events", "shop", str(events), "--submit")
-    assert out.strip() == '{"event": "q1-e1", "queued": "pending"}'
+    out = run("apply_events", "shop", str(events), "--submit", "--wait", "0")
+    assert out.strip() == '{"event": "q1-e1", "outcome": "queued", "quest": "q1"}'
     assert InboundEvent.objects.get().event_id == "q1-e1"
+    with pytest.raises(CommandError, match=r"1 of 1 events are still queued after 0.1 s"):
+        run("apply_events", "shop", str(events), "--submit", "--wait", "0.1")
 
 
 def test_usage_receipts_are_kept_once_and_summed_even_for_closed_quests(workspace):
