@@ -65,6 +65,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "ephyra.urls"
+LOGIN_URL = "inbox:login"
+LOGIN_REDIRECT_URL = "inbox:inbox"
+LOGOUT_REDIRECT_URL = "inbox:login"
 WSGI_APPLICATION = "ephyra.wsgi.application"
 
 TEMPLATES = [
@@ -132,6 +135,8 @@ EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
 EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
 # Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.
 EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
+# How long a person's action waits for the worker's answer before the page says "queued".
+EPHYRA_ACTION_WAIT_MS = env_int("EPHYRA_ACTION_WAIT_MS", 3000, minimum=0)
 # Fault injection for the crash tests and `make soak` (worker/faults.py): "<seed>:<one-in-N>
 # [:<point>,…]" makes a worker kill itself at named points of delivery. Empty in production.
 EPHYRA_FAULTS = env_str("EPHYRA_FAULTS", "")

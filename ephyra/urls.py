@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("inbox.urls")),
     path("", include("quests.urls")),
     path("admin/", admin.site.urls),
     path("hooks/", include("intake.urls")),

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
-from ephyra.core.states import State
+from ephyra.core.states import Severity, State
 from ledger.models import InboundEvent, Operation
 from quests.models import Quest, Workspace
 from quests.roles import workspace_roles
@@ -61,6 +61,7 @@ class InboxFilters:
     mine: bool = False
     unclaimed: bool = False
     text: str = ""
+    at_checkpoint: bool = False  # only quests standing at A, B or C, unclaimed
     sort: str = "updated"
     waiting: bool = True  # only quests that wait for a person; False: every quest
 
@@ -85,6 +86,8 @@ def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
         rows = rows.filter(
             Q(state__in=states) | Q(state=State.HANDED_OFF, resume_state__in=states)
         )
+    if filters.at_checkpoint:
+        rows = rows.filter(state__in=[str(s) for s in CHECKPOINT_OF])
     if filters.severity:
         rows = rows.filter(severity=filters.severity)
     if filters.route:
@@ -95,8 +98,16 @@ def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
         rows = rows.filter(claim="")
     if filters.text:
         rows = rows.filter(Q(title__icontains=filters.text) | Q(fingerprint=filters.text))
+    order = SORTS.get(filters.sort, SORTS["updated"])
+    if order == "severity":  # worst first: fatal, error, warning, info, debug
+        rank = Case(
+            *(When(severity=str(s), then=Value(n)) for n, s in enumerate(reversed(Severity))),
+            default=Value(len(Severity)),
+            output_field=IntegerField(),
+        )
+        rows, order = rows.annotate(severity_rank=rank), "severity_rank"
     # The primary key breaks ties, so a page never repeats or skips a quest.
-    return rows.order_by(SORTS.get(filters.sort, SORTS["updated"]), "-pk").defer("data")
+    return rows.order_by(order, "-pk").defer("data")
 
 
 def inbox_page(user, filters: InboxFilters, page: int = 1) -> Page:

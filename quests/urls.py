@@ -3,6 +3,6 @@ from django.urls import path
 from quests import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("lifecycle/", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
 ]
