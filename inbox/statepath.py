@@ -15,6 +15,7 @@ from html import escape
 from ephyra.core.states import State
 
 W, H, GAP_X, GAP_Y = 118, 34, 24, 44
+TOP = 18  # room above the first row for the "now" tag
 # (column, row) of each state: the main line in two rows of six, the branches beneath.
 PLACES: dict[State, tuple[int, int]] = {
     State.SENSED: (0, 0),
@@ -59,7 +60,7 @@ class Step:
 
 def _box(state: State) -> tuple[float, float]:
     column, row = PLACES[state]
-    return 10 + column * (W + GAP_X), 10 + row * (H + GAP_Y)
+    return 10 + column * (W + GAP_X), TOP + row * (H + GAP_Y)
 
 
 def _centre(state: State) -> tuple[float, float]:
@@ -99,7 +100,7 @@ def state_path_svg(steps: list[Step], current: str) -> str:
     taken = {(State(s.before), State(s.after)) for s in steps if s.before and s.before != s.after}
     now = State(current)
     width = 10 + 6 * (W + GAP_X)
-    height = 10 + 3 * (H + GAP_Y)
+    height = TOP + 3 * (H + GAP_Y)
     names = ", ".join(str(s) for s in sorted(visited, key=_ORDER.__getitem__))
     parts = [
         f'<svg class="statepath" viewBox="0 0 {width} {height}" role="img" '
