@@ -21,7 +21,7 @@ from ephyra.core.quest import Quest as QuestValue
 from intake.otlp_models import IngestedSignal
 from journal.format import PROOF_DIR, PROOF_FILE
 from quests.models import Quest
-from quests.roles import may
+from quests.roles import allows
 from quests.selectors import CHECKPOINT_OF, checkpoint_of
 from quests.workspaces import workspace_journal, workspace_policy
 
@@ -122,9 +122,9 @@ class Offer:
     verdict: str = ""
 
 
-def offers(user, quest: Quest) -> list[Offer]:
+def offers(user, roles: frozenset, quest: Quest) -> list[Offer]:
     """What to show as buttons. Each candidate event is put to the machine against the quest
-    as it is; only what it would accept, and the person's role allows, is offered."""
+    as it is; only what it would accept, and the person's ``roles`` allow, is offered."""
     workspace = quest.workspace
     value = QuestValue.from_dict(quest.data)
     policy = workspace_policy(workspace)
@@ -147,7 +147,7 @@ def offers(user, quest: Quest) -> list[Offer]:
             candidates.append((offer, event))
     shown = []
     for offer, event in candidates:
-        if may(user, workspace, offer.action) and decide(value, event, policy).accepted:
+        if allows(roles, offer.action) and decide(value, event, policy).accepted:
             shown.append(offer)
     return shown
 

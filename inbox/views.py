@@ -32,7 +32,7 @@ from ledger.selectors import NEEDS_A_PERSON, operation_counts
 from quests import actions
 from quests.actions import ActionError, Seen, Stale
 from quests.models import Quest, Workspace
-from quests.roles import Role, may, workspace_roles
+from quests.roles import Role, allows, roles_of, workspace_roles
 from quests.selectors import (
     InboxFilters,
     checkpoint_of,
@@ -117,7 +117,8 @@ def _quest_context(request: HttpRequest, quest: Quest) -> dict:
         for frame in latest.frames:
             path = commit and quest_page.repository_path(quest, frame.get("file", ""), commit)
             frames.append({**frame, "repo_path": path})
-    offers = quest_page.offers(request.user, quest)
+    roles = roles_of(request.user, workspace)
+    offers = quest_page.offers(request.user, roles, quest)
     return {
         "quest": quest,
         "workspace": workspace,
@@ -134,7 +135,7 @@ def _quest_context(request: HttpRequest, quest: Quest) -> dict:
         "effects": quest_effects(quest),
         "buttons": [o for o in offers if o.action != "decide"],
         "decisions": [o for o in offers if o.action == "decide"],
-        "may_comment": may(request.user, workspace, "comment"),
+        "may_comment": allows(roles, "comment"),
         "form_key": uuid.uuid4().hex,
         "refresh": REFRESH_SECONDS,
     }

@@ -78,7 +78,12 @@ def workspace_roles(user) -> dict[str, frozenset[Role]]:
 
 
 def may(user, workspace: Workspace, action: str) -> bool:
-    return bool(roles_of(user, workspace) & ALLOWED[action])
+    return allows(roles_of(user, workspace), action)
+
+
+def allows(roles: frozenset[Role], action: str) -> bool:
+    """Whether holding ``roles`` allows ``action`` (for a caller that read the roles once)."""
+    return bool(roles & ALLOWED[action])
 
 
 def require(user, workspace: Workspace, action: str) -> None:

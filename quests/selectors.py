@@ -134,7 +134,7 @@ def quest_for(user, workspace_slug: str, quest_id: str) -> Quest | None:
     if workspace_slug not in workspace_roles(user):
         return None
     return (
-        Quest.objects.select_related("workspace")
+        Quest.objects.select_related("workspace", "workspace__policy")
         .filter(workspace__slug=workspace_slug, quest_id=quest_id)
         .first()
     )

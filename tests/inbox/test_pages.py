@@ -148,3 +148,48 @@ def test_the_quest_page_shows_the_path_timeline_proof_and_effects(client, worksp
     assert quest.journal_head[:12] in html
     assert "run_triage" in html and "checkpoint C" in html
     assert "<td>tests</td>" in html  # the proof's one check, passed
+
+
+def queries_for(client, url, _=None) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_inbox_page_costs_the_same_queries_for_few_quests_or_many(
+    client, workspace, ann, django_assert_max_num_queries
+):
+    client = logged_in(client, ann)
+    url = reverse("inbox:inbox")
+    drive(workspace, "few-0", "hypothesised")
+    few = queries_for(client, url, django_assert_max_num_queries)
+    for n in range(12):
+        drive(workspace, f"many-{n}", ("hypothesised", "planned", "ready")[n % 3])
+    assert queries_for(client, url, django_assert_max_num_queries) == few
+    assert few <= 10
+
+
+def test_the_quest_page_costs_the_same_queries_for_a_short_or_long_history(
+    client, workspace, ann, django_assert_max_num_queries, settings
+):
+    settings.EPHYRA_ACTION_WAIT_MS = 0
+    from ephyra.core.events import Claimed
+    from ledger.inbound import submit_event
+    from quests import actions
+    from tests.core.story import T0
+
+    client = logged_in(client, ann)
+    drive(workspace, "q1", "hypothesised")
+    url = reverse("inbox:quest", args=["shop", "q1"])
+    short = queries_for(client, url, django_assert_max_num_queries)
+    quest = Quest.objects.get(quest_id="q1")
+    for n in range(6):  # comments, and claims from a stale page that the worker refuses
+        actions.quest_comment(ann, quest, body=f"note {n}", key=f"c{n}")
+        stale = Claimed(id=f"stale-{n}", quest="q1", at=T0, actor="ann")
+        submit_event(workspace, stale, source="test", expect_head="0" * 40)
+    work(workspace)
+    assert "moved on since it was shown" in client.get(url).content.decode()
+    assert queries_for(client, url, django_assert_max_num_queries) == short
