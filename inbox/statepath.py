@@ -1,9 +1,10 @@
 """The path a quest took, drawn as an SVG of the sixteen states, on the server.
 
-The main line runs left to right in two rows; the four states off the main line sit below it.
-Each state is a box; the ones the quest visited are filled, the current one is outlined
-strongly and named in words too (colour is never the only signal). Every transition the quest
-actually took is an arrow. Plain SVG: no script, no library.
+The main line runs left to right in one row; the four states off it sit in a row beneath, so a
+line between the rows never crosses a box. A step back along the main line (a revision, a proof
+that failed) or a skip over a state arcs above the row. Each state is a box; the ones the quest
+visited are filled, the current one is outlined strongly and tagged "now" in words (colour is
+never the only signal). Every transition the quest took is an arrow. Plain SVG: no script.
 """
 
 from __future__ import annotations
@@ -14,27 +15,9 @@ from html import escape
 
 from ephyra.core.states import State
 
-W, H, GAP_X, GAP_Y = 118, 34, 24, 44
-TOP = 18  # room above the first row for the "now" tag
-# (column, row) of each state: the main line in two rows of six, the branches beneath.
-PLACES: dict[State, tuple[int, int]] = {
-    State.SENSED: (0, 0),
-    State.TRIAGED: (1, 0),
-    State.RESEARCHING: (2, 0),
-    State.HYPOTHESISED: (3, 0),
-    State.REPRODUCING: (4, 0),
-    State.PLANNED: (5, 0),
-    State.PATCHING: (5, 1),
-    State.PROVING: (4, 1),
-    State.READY: (3, 1),
-    State.LANDING: (2, 1),
-    State.WATCHING: (1, 1),
-    State.CLOSED: (0, 1),
-    State.ROLLED_BACK: (1, 2),
-    State.PARKED: (2, 2),
-    State.HANDED_OFF: (3, 2),
-    State.ABANDONED: (4, 2),
-}
+W, H, GAP_X = 106, 32, 10
+TOP = 64  # room above the main line for the arcs and the "now" tag
+ROW_GAP = 70
 MAIN_LINE = [
     State.SENSED,
     State.TRIAGED,
@@ -49,6 +32,14 @@ MAIN_LINE = [
     State.WATCHING,
     State.CLOSED,
 ]
+# (column, row): the main line in row 0; the branches under the states they mostly leave.
+PLACES: dict[State, tuple[float, int]] = {s: (n, 0) for n, s in enumerate(MAIN_LINE)}
+PLACES |= {
+    State.PARKED: (2.5, 1),
+    State.HANDED_OFF: (5, 1),
+    State.ABANDONED: (7.5, 1),
+    State.ROLLED_BACK: (10, 1),
+}
 CHECKPOINTS = {State.HYPOTHESISED: "A", State.PLANNED: "B", State.READY: "C"}
 
 
@@ -60,7 +51,7 @@ class Step:
 
 def _box(state: State) -> tuple[float, float]:
     column, row = PLACES[state]
-    return 10 + column * (W + GAP_X), TOP + row * (H + GAP_Y)
+    return 10 + column * (W + GAP_X), TOP + row * (H + ROW_GAP)
 
 
 def _centre(state: State) -> tuple[float, float]:
@@ -87,11 +78,24 @@ def _edge(a: State, b: State) -> tuple[float, float, float, float]:
 
 
 _ORDER = {state: n for n, state in enumerate(State)}
+_MAIN_INDEX = {state: n for n, state in enumerate(MAIN_LINE)}
 
 
 def _line(a: State, b: State, extra: str = "") -> str:
+    if a in _MAIN_INDEX and b in _MAIN_INDEX and _MAIN_INDEX[b] - _MAIN_INDEX[a] != 1:
+        return _arc(a, b, extra)
     x1, y1, x2, y2 = _edge(a, b)
     return f'<line x1="{x1:.0f}" y1="{y1:.0f}" x2="{x2:.0f}" y2="{y2:.0f}"{extra}/>'
+
+
+def _arc(a: State, b: State, extra: str) -> str:
+    """From the top of ``a`` to the top of ``b``, arcing over the boxes between them."""
+    (ax, _), (bx, _) = _centre(a), _centre(b)
+    top = TOP
+    lift = min(TOP - 8, 18 + 6 * abs(_MAIN_INDEX[b] - _MAIN_INDEX[a]))
+    path = f"M{ax:.0f} {top} Q{(ax + bx) / 2:.0f} {top - 2 * lift} {bx:.0f} {top}"
+    return f'<path d="{path}" fill="none"{extra}/>'
+
 
 
 def state_path_svg(steps: list[Step], current: str) -> str:
@@ -99,8 +103,8 @@ def state_path_svg(steps: list[Step], current: str) -> str:
     visited = {State(s.after) for s in steps} | {State(s.before) for s in steps if s.before}
     taken = {(State(s.before), State(s.after)) for s in steps if s.before and s.before != s.after}
     now = State(current)
-    width = 10 + 6 * (W + GAP_X)
-    height = TOP + 3 * (H + GAP_Y)
+    width = 20 + len(MAIN_LINE) * (W + GAP_X)
+    height = TOP + 2 * H + ROW_GAP + 10
     names = ", ".join(str(s) for s in sorted(visited, key=_ORDER.__getitem__))
     parts = [
         f'<svg class="statepath" viewBox="0 0 {width} {height}" role="img" '
@@ -128,7 +132,8 @@ def state_path_svg(steps: list[Step], current: str) -> str:
         if state in CHECKPOINTS:
             label += f" [{CHECKPOINTS[state]}]"
         now_tag = (
-            f'<text class="now-tag" x="{x + W / 2:.0f}" y="{y - 5:.0f}" '
+            f'<text class="now-tag" x="{x + W / 2:.0f}" '
+            f'y="{y + H + 14 if PLACES[state][1] else y - 5:.0f}" '
             'text-anchor="middle">now</text>'
             if state is now
             else ""
