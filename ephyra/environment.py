@@ -8,7 +8,10 @@ platforms use for mounted secrets.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -48,6 +51,50 @@ def env_secret(name: str, *, env: Mapping[str, str] | None = None) -> str | None
     if not content:
         raise ImproperlyConfigured(f"{name}_FILE: {path} is empty")
     return content
+
+
+def env_secret_key(name: str, key_file: Path, *, env: Mapping[str, str] | None = None) -> str:
+    """NAME, else the contents of NAME_FILE, else the key kept in ``key_file``, made there once.
+
+    A key is made only when none is given, so a fresh clone runs every command without a step.
+    It goes to a private temporary file (mode 0600) that is then hard-linked into place: linking
+    never replaces an existing file, so of two processes starting at once the first link wins
+    and both read that one key. The key is never printed or logged.
+    """
+    given = env_secret(name, env=env)
+    if given:
+        return given
+    if not key_file.exists():
+        _make_key_file(name, key_file)
+    try:
+        key = key_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name}: cannot read {key_file}: {exc.strerror}") from exc
+    if not key:
+        raise ImproperlyConfigured(
+            f"{name}: {key_file} is empty; delete it to have a new key made, or set {name}"
+        )
+    return key
+
+
+def _make_key_file(name: str, key_file: Path) -> None:
+    try:
+        fd, temporary = tempfile.mkstemp(dir=key_file.parent, prefix=f".{key_file.name}.")
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"{name} is not set and {key_file.parent} is not writable ({exc.strerror}): "
+            f"set {name} or {name}_FILE"
+        ) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secrets.token_urlsafe(50) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        # Another process was first: its key is the key.
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, key_file)
+    finally:
+        os.unlink(temporary)
 
 
 def env_bool(name: str, default: bool, *, env: Mapping[str, str] | None = None) -> bool:

@@ -6,8 +6,6 @@ under ``./.ephyra`` (or ``EPHYRA_DATA_DIR``), so a laptop needs no server.
 
 from pathlib import Path
 
-from django.core.exceptions import ImproperlyConfigured
-
 from ephyra.environment import (
     env_bool,
     env_broker,
@@ -16,7 +14,7 @@ from ephyra.environment import (
     env_list,
     env_mapping,
     env_path,
-    env_secret,
+    env_secret_key,
     filesystem_broker,
 )
 
@@ -27,11 +25,10 @@ DATA_DIR = env_path("EPHYRA_DATA_DIR", BASE_DIR / ".ephyra")
 # The embedded default keeps everything here; creating it is what lets a fresh clone just run.
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env_secret("SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set (or SECRET_KEY_FILE) unless DEBUG=true")
-    SECRET_KEY = "insecure-development-key-only-used-when-DEBUG-is-on"
+# SECRET_KEY wins over SECRET_KEY_FILE; with neither, a key is made once in the data directory
+# (mode 0600), so every command of a fresh clone runs. Several web hosts must share one key:
+# production sets it.
+SECRET_KEY = env_secret_key("SECRET_KEY", DATA_DIR / "secret_key")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
