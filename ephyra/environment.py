@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Mapping
@@ -132,6 +133,41 @@ def env_list(name: str, default: list[str], *, env: Mapping[str, str] | None = N
     if any(not item for item in items):
         raise ImproperlyConfigured(f"{name} must be a comma-separated list without empty items")
     return items
+
+
+def env_origins(
+    name: str, default: list[str], *, env: Mapping[str, str] | None = None
+) -> list[str]:
+    """Comma-separated origins, each with its scheme: ``https://ephyra.example.com``."""
+    origins = env_list(name, default, env=env)
+    for origin in origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in {"http", "https"} or not parts.netloc or parts.path not in {"", "/"}:
+            raise ImproperlyConfigured(
+                f"{name} must list origins like https://ephyra.example.com, got {origin!r}"
+            )
+    return origins
+
+
+# An HTTP header name (RFC 9110 token), as a reverse proxy sends it.
+_HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+
+
+def env_proxy_ssl_header(
+    name: str, *, env: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` (or ``Header=value``): the header by which a reverse proxy says the
+    request came over HTTPS (value ``https`` unless given), as Django's SECURE_PROXY_SSL_HEADER
+    wants it (``("HTTP_X_FORWARDED_PROTO", "https")``); None when unset."""
+    value = _raw(name, env)
+    if value is None or not value.strip():
+        return None
+    header, sep, expected = (part.strip() for part in value.partition("="))
+    if not _HEADER.fullmatch(header) or (sep and not expected):
+        raise ImproperlyConfigured(
+            f"{name} must be a header name like X-Forwarded-Proto (or Header=value), got {value!r}"
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), expected or "https"
 
 
 def env_mapping(name: str, *, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -13,7 +13,9 @@ from ephyra.environment import (
     env_int,
     env_list,
     env_mapping,
+    env_origins,
     env_path,
+    env_proxy_ssl_header,
     env_secret_key,
     filesystem_broker,
 )
@@ -31,6 +33,21 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 SECRET_KEY = env_secret_key("SECRET_KEY", DATA_DIR / "secret_key")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+# HTTPS in production (docs/deploy.md). All off by default: `make run` serves plain HTTP on
+# localhost, where a secure-only cookie would never come back.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# A load balancer or a container's health probe asks over plain HTTP, from inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Only behind a proxy that sets this header itself and drops a client's copy: otherwise a
+# client could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -50,6 +67,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS) without a web server in front, in production too.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -94,7 +113,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# WhiteNoise serves the files where the finders find them (the apps' and static/), read once
+# at start, so no collectstatic step is needed. STATIC_ROOT is where `collectstatic` copies
+# them for a proxy or CDN that serves them instead; WhiteNoise serves it too, so it must exist.
+WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 
 # The audit chain's head is anchored in Git every so many entries (ledger/audit.py).
 EPHYRA_AUDIT_ANCHOR_EVERY = env_int("EPHYRA_AUDIT_ANCHOR_EVERY", 100, minimum=1)

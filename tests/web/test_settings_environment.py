@@ -15,6 +15,8 @@ from ephyra.environment import (
     env_database,
     env_int,
     env_list,
+    env_origins,
+    env_proxy_ssl_header,
     env_secret,
     env_secret_key,
 )
@@ -87,11 +89,38 @@ def test_redis_is_optional_and_validated():
         (lambda env: env_int("DEBUG", 1, env=env), "ten", "DEBUG must be an integer"),
         (lambda env: env_int("DEBUG", 1, minimum=1, env=env), "0", "DEBUG must be at least 1"),
         (lambda env: env_list("DEBUG", [], env=env), "a,,b", "DEBUG must be a comma-separated"),
+        (
+            lambda env: env_origins("DEBUG", [], env=env),
+            "ephyra.example.com",
+            "DEBUG must list origins like https://ephyra.example.com, got 'ephyra.example.com'",
+        ),
+        (
+            lambda env: env_origins("DEBUG", [], env=env),
+            "https://ephyra.example.com/admin/",
+            "DEBUG must list origins like https://",
+        ),
+        (
+            lambda env: env_proxy_ssl_header("DEBUG", env=env),
+            "X Forwarded Proto",
+            "DEBUG must be a header name like X-Forwarded-Proto",
+        ),
     ],
 )
 def test_typed_helpers_refuse_bad_values_by_name(helper, value, message):
     with pytest.raises(ImproperlyConfigured, match=message):
         helper({"DEBUG": value})
+
+
+def test_a_proxy_header_name_becomes_the_meta_key_django_reads():
+    assert env_proxy_ssl_header("H", env={"H": "X-Forwarded-Proto"}) == (
+        "HTTP_X_FORWARDED_PROTO",
+        "https",
+    )
+    assert env_proxy_ssl_header("H", env={"H": "X-Forwarded-Ssl=on"}) == (
+        "HTTP_X_FORWARDED_SSL",
+        "on",
+    )
+    assert env_proxy_ssl_header("H", env={}) is None
 
 
 def _settings_in_subprocess(env: dict) -> subprocess.Popen:
@@ -131,11 +160,9 @@ def test_without_a_secret_key_one_is_made_once_in_the_data_directory(tmp_path):
 
 def test_processes_starting_at_once_agree_on_the_key_they_make(tmp_path):
     processes = [_settings_in_subprocess({"EPHYRA_DATA_DIR": str(tmp_path)}) for _ in range(6)]
-    digests = set()
-    for process in processes:
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err
-        digests.add(out.strip())
+    finished = [(process, *process.communicate(timeout=60)) for process in processes]
+    assert [(p.returncode, err) for p, _, err in finished] == [(0, "")] * len(processes)
+    digests = {out.strip() for _, out, _ in finished}
     key = (tmp_path / "secret_key").read_text().strip()
     assert digests == {hashlib.sha256(key.encode()).hexdigest()}
 
