@@ -132,7 +132,9 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": EPHYRA_VISIBILITY_TIMEOUT}
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    # The host is meaningless to the folder queue, but kombu warns on every connection
+    # without one ("No hostname was supplied").
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker(BROKER_DIR)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -190,4 +192,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {
+        # Celery's "Task ... received" and "... succeeded" lines, one pair per message. Its only
+        # messages are doorbells that carry no work (ledger/tasks.py); the worker logs what it
+        # does itself. A task's failure is logged at ERROR and still shows.
+        "celery.worker.strategy": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
+    },
 }
