@@ -9,11 +9,11 @@ import sys
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ephyra.settings")
     from django.core.management import execute_from_command_line
-    from django.db.utils import OperationalError
+    from django.db.utils import OperationalError, ProgrammingError
 
     try:
         execute_from_command_line(sys.argv)
-    except OperationalError as exc:
+    except (OperationalError, ProgrammingError) as exc:
         advice = database_advice(str(exc))
         if advice is None:
             raise
@@ -22,10 +22,17 @@ def main() -> None:
 
 
 def database_advice(error: str) -> str | None:
-    """One line for a newcomer whose PostgreSQL database is missing or whose server is not
-    reachable, instead of a traceback; None for any other error. Never shows the password."""
+    """One line instead of a traceback for a newcomer whose database has no tables yet, whose
+    PostgreSQL database is missing or whose server is not reachable; None for any other error.
+    Never shows the password."""
     from django.conf import settings
 
+    unmigrated = re.match(r'no such table: (\S+)|relation "([^"]+)" does not exist', error)
+    if unmigrated:
+        return (
+            f"The database has no table {unmigrated.group(1) or unmigrated.group(2)} yet: run "
+            "`.venv/bin/python manage.py migrate` first (`make run` does)."
+        )
     db = settings.DATABASES["default"]
     if not db["ENGINE"].endswith("postgresql"):
         return None
