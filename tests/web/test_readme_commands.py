@@ -173,20 +173,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_block(block: Block, clone: Path, env: dict[str, str], ran: list[str]) -> None:
+def run_block(block: Block, clone: Path, env: dict[str, str], ran: list[tuple[str, str]]) -> None:
+    """Run the block's lines in order; add each line run, with what it printed, to ``ran``."""
     env = dict(env)
     for line in block.lines:
         if line.readme in NOT_RUN:
             continue
         if line.readme.startswith("export "):
-            env = exported(line.text, clone, env)
+            env, said = exported(line.text, clone, env), ""
         elif line.readme in SERVING:
-            serve(line.readme, line.text, clone, env)
+            said = serve(line.readme, line.text, clone, env)
         elif "createsuperuser" in line.readme:
-            answer_prompts(line.text, clone, env)
+            said = answer_prompts(line.text, clone, env)
         else:
-            run_line(line, clone, env)
-        ran.append(line.text)
+            said = run_line(line, clone, env)
+        ran.append((line.text, said))
 
 
 def exported(command: str, clone: Path, env: dict[str, str]) -> dict[str, str]:
@@ -202,7 +203,7 @@ def exported(command: str, clone: Path, env: dict[str, str]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in done.stdout.split("\0") if "=" in item)
 
 
-def run_line(line: Line, clone: Path, env: dict[str, str]) -> None:
+def run_line(line: Line, clone: Path, env: dict[str, str]) -> str:
     done = subprocess.run(
         ["bash", "-c", line.text],
         cwd=clone,
@@ -216,9 +217,10 @@ def run_line(line: Line, clone: Path, env: dict[str, str]) -> None:
     assert done.returncode == 0, said
     if line.echoes_exit:
         assert done.stdout.splitlines()[-1] == f"exit {line.expected_exit}", said
+    return said
 
 
-def serve(readme: str, command: str, clone: Path, env: dict[str, str]) -> None:
+def serve(readme: str, command: str, clone: Path, env: dict[str, str]) -> str:
     """Start a command that serves until stopped, see it serve, stop it as Ctrl-C does."""
     port = free_port()
     env = env | {"EPHYRA_ADDR": f"127.0.0.1:{port}"} if readme == "make run" else env
@@ -247,6 +249,7 @@ def serve(readme: str, command: str, clone: Path, env: dict[str, str]) -> None:
             raise
     said = log.read_text()
     assert "Traceback" not in said, said
+    return said
 
 
 def serving(marker: str, port: int, log: Path) -> bool:
@@ -261,7 +264,7 @@ def serving(marker: str, port: int, log: Path) -> bool:
     return True
 
 
-def answer_prompts(command: str, clone: Path, env: dict[str, str]) -> None:
+def answer_prompts(command: str, clone: Path, env: dict[str, str]) -> str:
     """Run an interactive command on a terminal of its own and answer it as a person would."""
     answers = [
         ("Username", "ann"),
@@ -294,6 +297,7 @@ def answer_prompts(command: str, clone: Path, env: dict[str, str]) -> None:
     assert answers == [], f"$ {command} did not ask:\n{said}"
     assert os.waitstatus_to_exitcode(status) == 0, f"$ {command}\n{said}"
     assert "Superuser created successfully." in said, said
+    return said
 
 
 # --- the tests --------------------------------------------------------------------------------
@@ -309,14 +313,18 @@ def test_the_readme_shows_no_line_this_test_cannot_account_for():
 def test_every_readme_command_runs_as_written_on_the_embedded_default(tmp_path):
     clone = fresh_clone(tmp_path)
     blocks = [block for block in readme_blocks() if not block.needs_postgres]
-    ran: list[str] = []
+    ran: list[tuple[str, str]] = []
     for block in blocks:
         run_block(block, clone, newcomer_environment(), ran)
     expected = [line.text for block in blocks for line in block.lines if line.readme not in NOT_RUN]
-    assert ran == expected
-    # What the walk-through left: a journal in the mirror, a key made once and kept private.
+    assert [text for text, _ in ran] == expected
+    # What the walk-through left: a journal in the mirror, a key made once, kept private and
+    # never shown.
     assert (clone / ".ephyra" / "mirrors" / "shop.git").is_dir()
-    assert oct((clone / ".ephyra" / "secret_key").stat().st_mode & 0o777) == "0o600"
+    key_file = clone / ".ephyra" / "secret_key"
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    key = key_file.read_text().strip()
+    assert [text for text, said in ran if key in said] == []
 
 
 def test_every_readme_command_for_postgresql_and_redis_runs_as_written(tmp_path):
@@ -343,7 +351,7 @@ def test_every_readme_command_for_postgresql_and_redis_runs_as_written(tmp_path)
             for literal, here in replaced.items():
                 line.text = line.text.replace(literal, here)
     clone = fresh_clone(tmp_path)
-    ran: list[str] = []
+    ran: list[tuple[str, str]] = []
     try:
         for block in blocks:
             run_block(block, clone, newcomer_environment(), ran)
@@ -354,5 +362,5 @@ def test_every_readme_command_for_postgresql_and_redis_runs_as_written(tmp_path)
             check=False,
         )
     expected = [line.text for block in blocks for line in block.lines if line.readme not in NOT_RUN]
-    assert ran == expected
-    assert ran[0] == createdb
+    assert [text for text, _ in ran] == expected
+    assert ran[0][0] == createdb
