@@ -194,7 +194,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         # Celery's "Task ... received" and "... succeeded" lines, one pair per message. Its only
-        # messages are doorbells that carry no work (ledger/tasks.py); the worker logs what it
+        # messages are doorbells (the `ring` task) that carry no work; the worker logs what it
         # does itself. A task's failure is logged at ERROR and still shows.
         "celery.worker.strategy": {"level": "WARNING"},
         "celery.app.trace": {"level": "WARNING"},
