@@ -41,7 +41,7 @@ soak: $(STAMP)
 	$(BIN)/python benchmarks/faults.py --runs 1000
 
 replay-example: $(STAMP)
-	DEBUG=true $(BIN)/python manage.py replay docs/examples/main-line.jsonl
+	$(BIN)/python manage.py replay docs/examples/main-line.jsonl
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

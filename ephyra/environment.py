@@ -8,7 +8,11 @@ platforms use for mounted secrets.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import secrets
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -50,6 +54,50 @@ def env_secret(name: str, *, env: Mapping[str, str] | None = None) -> str | None
     return content
 
 
+def env_secret_key(name: str, key_file: Path, *, env: Mapping[str, str] | None = None) -> str:
+    """NAME, else the contents of NAME_FILE, else the key kept in ``key_file``, made there once.
+
+    A key is made only when none is given, so a fresh clone runs every command without a step.
+    It goes to a private temporary file (mode 0600) that is then hard-linked into place: linking
+    never replaces an existing file, so of two processes starting at once the first link wins
+    and both read that one key. The key is never printed or logged.
+    """
+    given = env_secret(name, env=env)
+    if given:
+        return given
+    if not key_file.exists():
+        _make_key_file(name, key_file)
+    try:
+        key = key_file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name}: cannot read {key_file}: {exc.strerror}") from exc
+    if not key:
+        raise ImproperlyConfigured(
+            f"{name}: {key_file} is empty; delete it to have a new key made, or set {name}"
+        )
+    return key
+
+
+def _make_key_file(name: str, key_file: Path) -> None:
+    try:
+        fd, temporary = tempfile.mkstemp(dir=key_file.parent, prefix=f".{key_file.name}.")
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"{name} is not set and {key_file.parent} is not writable ({exc.strerror}): "
+            f"set {name} or {name}_FILE"
+        ) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secrets.token_urlsafe(50) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        # Another process was first: its key is the key.
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, key_file)
+    finally:
+        os.unlink(temporary)
+
+
 def env_bool(name: str, default: bool, *, env: Mapping[str, str] | None = None) -> bool:
     value = _raw(name, env)
     if value is None:
@@ -85,6 +133,41 @@ def env_list(name: str, default: list[str], *, env: Mapping[str, str] | None = N
     if any(not item for item in items):
         raise ImproperlyConfigured(f"{name} must be a comma-separated list without empty items")
     return items
+
+
+def env_origins(
+    name: str, default: list[str], *, env: Mapping[str, str] | None = None
+) -> list[str]:
+    """Comma-separated origins, each with its scheme: ``https://ephyra.example.com``."""
+    origins = env_list(name, default, env=env)
+    for origin in origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in {"http", "https"} or not parts.netloc or parts.path not in {"", "/"}:
+            raise ImproperlyConfigured(
+                f"{name} must list origins like https://ephyra.example.com, got {origin!r}"
+            )
+    return origins
+
+
+# An HTTP header name (RFC 9110 token), as a reverse proxy sends it.
+_HEADER = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+
+
+def env_proxy_ssl_header(
+    name: str, *, env: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` (or ``Header=value``): the header by which a reverse proxy says the
+    request came over HTTPS (value ``https`` unless given), as Django's SECURE_PROXY_SSL_HEADER
+    wants it (``("HTTP_X_FORWARDED_PROTO", "https")``); None when unset."""
+    value = _raw(name, env)
+    if value is None or not value.strip():
+        return None
+    header, sep, expected = (part.strip() for part in value.partition("="))
+    if not _HEADER.fullmatch(header) or (sep and not expected):
+        raise ImproperlyConfigured(
+            f"{name} must be a header name like X-Forwarded-Proto (or Header=value), got {value!r}"
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), expected or "https"
 
 
 def env_mapping(name: str, *, env: Mapping[str, str] | None = None) -> dict[str, str]:

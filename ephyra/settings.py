@@ -6,8 +6,6 @@ under ``./.ephyra`` (or ``EPHYRA_DATA_DIR``), so a laptop needs no server.
 
 from pathlib import Path
 
-from django.core.exceptions import ImproperlyConfigured
-
 from ephyra.environment import (
     env_bool,
     env_broker,
@@ -15,8 +13,10 @@ from ephyra.environment import (
     env_int,
     env_list,
     env_mapping,
+    env_origins,
     env_path,
-    env_secret,
+    env_proxy_ssl_header,
+    env_secret_key,
     env_str,
     filesystem_broker,
 )
@@ -28,13 +28,27 @@ DATA_DIR = env_path("EPHYRA_DATA_DIR", BASE_DIR / ".ephyra")
 # The embedded default keeps everything here; creating it is what lets a fresh clone just run.
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env_secret("SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set (or SECRET_KEY_FILE) unless DEBUG=true")
-    SECRET_KEY = "insecure-development-key-only-used-when-DEBUG-is-on"
+# SECRET_KEY wins over SECRET_KEY_FILE; with neither, a key is made once in the data directory
+# (mode 0600), so every command of a fresh clone runs. Several web hosts must share one key:
+# production sets it.
+SECRET_KEY = env_secret_key("SECRET_KEY", DATA_DIR / "secret_key")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+# HTTPS in production (docs/deploy.md). All off by default: `make run` serves plain HTTP on
+# localhost, where a secure-only cookie would never come back.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# A load balancer or a container's health probe asks over plain HTTP, from inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Only behind a proxy that sets this header itself and drops a client's copy: otherwise a
+# client could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -55,6 +69,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS) without a web server in front, in production too.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -102,7 +118,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# WhiteNoise serves the files where the finders find them (the apps' and static/), read once
+# at start, so no collectstatic step is needed. STATIC_ROOT is where `collectstatic` copies
+# them for a proxy or CDN that serves them instead; WhiteNoise serves it too, so it must exist.
+WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 
 # The audit chain's head is anchored in Git every so many entries (ledger/audit.py).
 EPHYRA_AUDIT_ANCHOR_EVERY = env_int("EPHYRA_AUDIT_ANCHOR_EVERY", 100, minimum=1)
@@ -116,7 +137,9 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": EPHYRA_VISIBILITY_TIMEOUT}
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    # The host is meaningless to the folder queue, but kombu warns on every connection
+    # without one ("No hostname was supplied").
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker(BROKER_DIR)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -179,4 +202,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {
+        # Celery's "Task ... received" and "... succeeded" lines, one pair per message. Its only
+        # messages are doorbells (the `ring` task) that carry no work; the worker logs what it
+        # does itself. A task's failure is logged at ERROR and still shows.
+        "celery.worker.strategy": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
+    },
 }

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.utils import timezone
 
+from ephyra.readonly_admin import ReadOnlyAdmin
 from intake.credentials import validate_reference
 from intake.models import Hook, IngestedSignal, IngestToken, ReviewLink, WebhookDelivery
 from intake.otlp_models import FingerprintMute
@@ -35,7 +36,7 @@ class HookAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """Read-only: deliveries are what the forges sent."""
 
     list_display = (
@@ -50,23 +51,11 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_filter = ("forge", "outcome", "workspace")
     search_fields = ("delivery_id", "event")
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_add_permission(self, request):
-        return False
-
 
 @admin.register(ReviewLink)
-class ReviewLinkAdmin(admin.ModelAdmin):
+class ReviewLinkAdmin(ReadOnlyAdmin):
     list_display = ("repository", "number", "quest_id", "workspace", "forge", "created_at")
     search_fields = ("repository", "quest_id")
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_add_permission(self, request):
-        return False
 
 
 @admin.register(IngestToken)
@@ -84,7 +73,7 @@ class IngestTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(IngestedSignal)
-class IngestedSignalAdmin(admin.ModelAdmin):
+class IngestedSignalAdmin(ReadOnlyAdmin):
     """Read-only: what the OTLP exports carried, already redacted."""
 
     list_display = (
@@ -99,15 +88,9 @@ class IngestedSignalAdmin(admin.ModelAdmin):
     list_filter = ("event", "severity", "workspace")
     search_fields = ("signal_id", "quest_id", "parent", "fingerprint", "title")
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_add_permission(self, request):
-        return False
-
 
 @admin.register(FingerprintMute)
-class FingerprintMuteAdmin(admin.ModelAdmin):
+class FingerprintMuteAdmin(ReadOnlyAdmin):
     """Read-only: a mute is made by triage (route ``ignore``) and counted by intake."""
 
     list_display = (
@@ -126,9 +109,3 @@ class FingerprintMuteAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="holds now")
     def holds(self, mute: FingerprintMute) -> bool:
         return mute.until > timezone.now()
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_add_permission(self, request):
-        return False

@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class IntakeConfig(AppConfig):
     name = "intake"
-    verbose_name = "Forge webhooks"
+    verbose_name = "Intake: forge webhooks and OpenTelemetry"

@@ -69,6 +69,7 @@ class WebhookDelivery(models.Model):
     details = models.JSONField(default=dict, help_text="What it stated: sha, ref, reason…")
 
     class Meta:
+        verbose_name_plural = "webhook deliveries"
         constraints = [
             # Per workspace: GitLab gives every hook one event triggers the same event UUID, and
             # two workspaces may watch the same repository.

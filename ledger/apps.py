@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class LedgerConfig(AppConfig):
     name = "ledger"
-    verbose_name = "Operation ledger and audit"
+    verbose_name = "Ledger and audit log"

@@ -99,7 +99,7 @@ def audit_statement(
     """The next entry, chained to the head this process saw last (or to ``previous``, the
     sequence and hash of an entry sent just before it), and an insert of it that inserts
     nothing unless that is still the chain's head when it runs. For a caller that sends it
-    with its other statements (``quests.services``) and then hands the result to
+    with its other statements (``quests.engine``) and then hands the result to
     ``audit_chained``; ``audit_append`` is both in one."""
     if at.utcoffset() is None:
         raise ValueError("an audit entry's time must carry a time zone")

@@ -70,6 +70,7 @@ class AuditEntry(models.Model):
     entry_hash = models.CharField(max_length=80)
 
     class Meta:
+        verbose_name_plural = "audit entries"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "sequence"], name="audit_unique_sequence")
         ]

@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class QuestsConfig(AppConfig):
     name = "quests"
-    verbose_name = "Quests"
+    verbose_name = "Quests and workspaces"

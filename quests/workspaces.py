@@ -7,6 +7,7 @@ the data directory; its current reviewed policy decides how they move.
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -43,6 +44,23 @@ def workspace_create(
     )
     if done.returncode != 0:
         raise ValueError(f"cannot mirror {source}: {done.stderr.strip()}")
+    branches = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(mirror),
+            "for-each-ref",
+            "--format=%(refname:lstrip=2)",
+            "refs/heads/",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if base_branch not in branches:
+        shutil.rmtree(mirror)  # refused: nothing is left behind
+        there = f"its branches: {', '.join(branches)}" if branches else "it has no branches"
+        raise ValueError(f"{source} has no branch {base_branch!r}; {there}")
     return Workspace.objects.create(
         slug=slug, name=name or slug, repository=str(mirror), base_branch=base_branch, remote=source
     )

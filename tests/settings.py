@@ -1,6 +1,7 @@
 """Settings for the test run: the real ones, with a key that signs nothing real.
 
-Tests run with DEBUG off, as production does, so SECRET_KEY must be present.
+Tests run with DEBUG off, as production does. The key is given, as production gives it, so the
+test run makes no key file in the data directory.
 """
 
 import os

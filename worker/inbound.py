@@ -2,7 +2,7 @@
 
 The lease holder takes the pending rows of its workspace in arrival order and applies them
 through the engine under its fence, each row marked in the engine's own transaction. Rows of
-distinct quests are applied as a group (``quests.services.quest_apply_all``): one fenced
+distinct quests are applied as a group (``quests.engine.quest_apply_all``): one fenced
 transaction, one commit for the group. A quest's rows keep their order: a row waits for the
 next group when an earlier row of its quest is in this one. A group that fails is applied
 again one row at a time, so a bad event costs only itself.

@@ -1,5 +1,7 @@
 """Settings come from the environment through typed helpers; a bad value names its variable."""
 
+import hashlib
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,10 @@ from ephyra.environment import (
     env_database,
     env_int,
     env_list,
+    env_origins,
+    env_proxy_ssl_header,
     env_secret,
+    env_secret_key,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +89,21 @@ def test_redis_is_optional_and_validated():
         (lambda env: env_int("DEBUG", 1, env=env), "ten", "DEBUG must be an integer"),
         (lambda env: env_int("DEBUG", 1, minimum=1, env=env), "0", "DEBUG must be at least 1"),
         (lambda env: env_list("DEBUG", [], env=env), "a,,b", "DEBUG must be a comma-separated"),
+        (
+            lambda env: env_origins("DEBUG", [], env=env),
+            "ephyra.example.com",
+            "DEBUG must list origins like https://ephyra.example.com, got 'ephyra.example.com'",
+        ),
+        (
+            lambda env: env_origins("DEBUG", [], env=env),
+            "https://ephyra.example.com/admin/",
+            "DEBUG must list origins like https://",
+        ),
+        (
+            lambda env: env_proxy_ssl_header("DEBUG", env=env),
+            "X Forwarded Proto",
+            "DEBUG must be a header name like X-Forwarded-Proto",
+        ),
     ],
 )
 def test_typed_helpers_refuse_bad_values_by_name(helper, value, message):
@@ -91,44 +111,87 @@ def test_typed_helpers_refuse_bad_values_by_name(helper, value, message):
         helper({"DEBUG": value})
 
 
-def _settings_in_subprocess(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def test_a_proxy_header_name_becomes_the_meta_key_django_reads():
+    assert env_proxy_ssl_header("H", env={"H": "X-Forwarded-Proto"}) == (
+        "HTTP_X_FORWARDED_PROTO",
+        "https",
+    )
+    assert env_proxy_ssl_header("H", env={"H": "X-Forwarded-Ssl=on"}) == (
+        "HTTP_X_FORWARDED_SSL",
+        "on",
+    )
+    assert env_proxy_ssl_header("H", env={}) is None
+
+
+def _settings_in_subprocess(env: dict) -> subprocess.Popen:
+    """A process that loads the settings and prints a digest of the key, never the key."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import ephyra.settings as s; print(s.DATABASES['default']['ENGINE'])",
+            "import hashlib, ephyra.settings as s; "
+            "print(hashlib.sha256(s.SECRET_KEY.encode()).hexdigest())",
         ],
         cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", **env},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
 
 
-def test_production_settings_refuse_to_start_without_a_secret_key():
-    result = _settings_in_subprocess({})
-    assert result.returncode != 0
-    assert "SECRET_KEY must be set (or SECRET_KEY_FILE) unless DEBUG=true" in result.stderr
+def _digest(env: dict) -> str:
+    process = _settings_in_subprocess(env)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    return out.strip()
+
+
+def test_without_a_secret_key_one_is_made_once_in_the_data_directory(tmp_path):
+    first = _digest({"EPHYRA_DATA_DIR": str(tmp_path)})
+    key_file = tmp_path / "secret_key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_text().strip()
+    assert len(key) >= 50
+    assert first == hashlib.sha256(key.encode()).hexdigest()
+    assert _digest({"EPHYRA_DATA_DIR": str(tmp_path)}) == first  # kept, not made again
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".secret_key")] == []
+
+
+def test_processes_starting_at_once_agree_on_the_key_they_make(tmp_path):
+    processes = [_settings_in_subprocess({"EPHYRA_DATA_DIR": str(tmp_path)}) for _ in range(6)]
+    finished = [(process, *process.communicate(timeout=60)) for process in processes]
+    assert [(p.returncode, err) for p, _, err in finished] == [(0, "")] * len(processes)
+    digests = {out.strip() for _, out, _ in finished}
+    key = (tmp_path / "secret_key").read_text().strip()
+    assert digests == {hashlib.sha256(key.encode()).hexdigest()}
+
+
+def test_a_given_secret_key_is_used_and_none_is_made(tmp_path):
+    given = "a-production-key-" + "x" * 40
+    digest = _digest({"EPHYRA_DATA_DIR": str(tmp_path), "SECRET_KEY": given})
+    assert digest == hashlib.sha256(given.encode()).hexdigest()
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_secret_key_wins_over_secret_key_file_which_wins_over_the_made_one(tmp_path):
+    key_file = tmp_path / "secret_key"
+    key_file.write_text("the-made-one\n")
+    mounted = tmp_path / "mounted"
+    mounted.write_text("the-mounted-one\n")
+    both = {"SECRET_KEY": "the-variable", "SECRET_KEY_FILE": str(mounted)}
+    assert env_secret_key("SECRET_KEY", key_file, env=both) == "the-variable"
+    only_file = {"SECRET_KEY_FILE": str(mounted)}
+    assert env_secret_key("SECRET_KEY", key_file, env=only_file) == "the-mounted-one"
+    assert env_secret_key("SECRET_KEY", key_file, env={}) == "the-made-one"
+
+
+def test_an_emptied_key_file_is_refused_with_what_to_do(tmp_path):
+    key_file = tmp_path / "secret_key"
+    key_file.write_text("")
+    with pytest.raises(ImproperlyConfigured, match="is empty; delete it to have a new key made"):
+        env_secret_key("SECRET_KEY", key_file, env={})
 
 
 def test_debug_settings_start_with_nothing_configured(tmp_path):
-    result = _settings_in_subprocess({"DEBUG": "true", "EPHYRA_DATA_DIR": str(tmp_path)})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "django.db.backends.sqlite3"
-
-
-def test_a_bad_debug_value_stops_settings_with_its_name():
-    result = _settings_in_subprocess({"DEBUG": "perhaps"})
-    assert "DEBUG must be a boolean (true/false, 1/0, yes/no), got 'perhaps'" in result.stderr
-
-
-@pytest.mark.parametrize(
-    ("url", "path"),
-    [
-        ("sqlite:////var/lib/ephyra/db.sqlite3", "/var/lib/ephyra/db.sqlite3"),
-        ("sqlite:///ephyra.sqlite3", "ephyra.sqlite3"),
-    ],
-)
-def test_sqlite_urls_follow_the_usual_slash_convention(tmp_path, url, path):
-    assert env_database("DATABASE_URL", tmp_path, env={"DATABASE_URL": url})["NAME"] == path
+    assert _digest({"DEBUG": "true", "EPHYRA_DATA_DIR": str(tmp_path)})

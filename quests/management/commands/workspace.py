@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError
 
 from quests.models import Workspace
@@ -12,7 +14,9 @@ class Command(BaseCommand):
         add = sub.add_parser("add", help="mirror a repository and register it")
         add.add_argument("slug")
         add.add_argument("source", help="path or URL of the repository")
-        add.add_argument("--base", default="main", help="the base branch fixes land on")
+        add.add_argument(
+            "--base", default="main", help="the base branch fixes land on (it must exist)"
+        )
         add.add_argument("--name", default="")
         sub.add_parser("list", help="list workspaces")
 
@@ -23,10 +27,14 @@ class Command(BaseCommand):
             return
         if Workspace.objects.filter(slug=options["slug"]).exists():
             raise CommandError(f"workspace {options['slug']!r} already exists")
+        source = options["source"]
+        if Path(source).is_dir():
+            # A path is kept as the remote the journals are pushed to: relative to nothing later.
+            source = str(Path(source).resolve())
         try:
             ws = workspace_create(
                 options["slug"],
-                options["source"],
+                source,
                 base_branch=options["base"],
                 name=options["name"],
             )
