@@ -1,3 +1,4 @@
+from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -7,6 +8,7 @@ from ephyra.core.machine import MACHINE_VERSION
 from ephyra.core.states import State
 
 
+@login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     return render(

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation, UsageReceipt
-from quests.models import PolicyVersion, Quest, Signal, Workspace
+from quests.models import PolicyVersion, Quest, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,6 @@ POLICY = (Path(__file__).resolve().parents[2] / "ephyra" / "policy" / "default.y
 # Every model only the engine, the worker or intake writes, by its admin URL.
 READ_ONLY = [
     "quests/quest",
-    "quests/signal",
     "ledger/operation",
     "ledger/inboundevent",
     "ledger/lease",
@@ -41,7 +40,6 @@ READ_ONLY = [
 # Of those, the ones a journaled quest and a submitted event leave rows in.
 ROWS = {
     "quests/quest": Quest,
-    "quests/signal": Signal,
     "ledger/operation": Operation,
     "ledger/inboundevent": InboundEvent,
     "ledger/lease": Lease,
@@ -73,7 +71,7 @@ def shop(git_repository, settings, tmp_path):
         )
         + "\n"
     )
-    call_command("apply_events", "shop", str(queued), "--submit", stdout=out)
+    call_command("apply_events", "shop", str(queued), "--submit", "--wait", "0", stdout=out)
     workspace = Workspace.objects.get(slug="shop")
     # Spend arrives from outside the machine (the runner, a model backend): a row of its own.
     UsageReceipt.objects.create(

@@ -3,11 +3,12 @@ from django.contrib.auth import get_user_model
 
 
 @pytest.mark.django_db
-def test_the_start_page_lists_the_lifecycle(client):
+def test_the_start_page_asks_for_a_login_and_the_lifecycle_page_lists_the_states(client):
     response = client.get("/")
-    assert response.status_code == 200
-    body = response.content.decode()
-    assert "Ephyra" in body
+    assert (response.status_code, response["Location"]) == (302, "/login/?next=/")
+    assert client.get("/lifecycle/").status_code == 302
+    client.force_login(get_user_model().objects.create_user("ann", password="pw"))
+    body = client.get("/lifecycle/").content.decode()
     assert "<code>handed_off</code>" in body
 
 
@@ -27,5 +28,7 @@ def test_the_admin_lets_a_superuser_in(client):
     assert "Site administration" in response.content.decode()
 
 
+@pytest.mark.django_db
 def test_the_start_page_refuses_a_post(client):
+    client.force_login(get_user_model().objects.create_user("ann", password="pw"))
     assert client.post("/").status_code == 405
