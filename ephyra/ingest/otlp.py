@@ -30,6 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from ephyra.core.states import Severity
 from ephyra.ingest import otlp_json
 from ephyra.ingest.errors import OtlpDecodeError, PayloadTooLarge, UnsupportedMediaType
+from ephyra.ingest.redact import redact
 from ephyra.ingest.signals import (
     DEFAULT_OPTIONS,
     IngestOptions,
@@ -38,6 +39,8 @@ from ephyra.ingest.signals import (
     Signal,
     Tally,
     Unusable,
+    clean,
+    cut,
     log_severity,
     resource_info,
 )
@@ -46,6 +49,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MediaType = Literal["protobuf", "json"]
 MAX_DEPTH = 32  # deeper values are cut to "…" (valid OTLP, just not worth reading)
+MAX_SHOWN = 100  # characters of a refused header's value quoted back
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
 _MEDIA_TYPES: dict[str, MediaType] = {
@@ -55,15 +59,21 @@ _MEDIA_TYPES: dict[str, MediaType] = {
 }
 
 
+def shown(header: str) -> str:
+    """A header's value as a refusal quotes it (to the sender and in the log): redacted as any
+    text is, before anything lowers its case (``akia…`` is no longer an AWS key to the rules),
+    and cut, since a header can be kilobytes long."""
+    return repr(cut(redact(clean(header)), MAX_SHOWN)) if header else "(none)"
+
+
 def media_type(content_type: str) -> MediaType:
     """``protobuf`` or ``json`` from a Content-Type header (parameters such as charset ignored)."""
-    base = content_type.split(";", 1)[0].strip().lower()
+    base = content_type.split(";", 1)[0].strip()
     try:
-        return _MEDIA_TYPES[base]
+        return _MEDIA_TYPES[base.lower()]
     except KeyError:
-        shown = base or "(none)"
         raise UnsupportedMediaType(
-            f"unsupported content type {shown!r}: OTLP/HTTP takes {PROTOBUF} or {JSON}"
+            f"unsupported content type {shown(base)}: OTLP/HTTP takes {PROTOBUF} or {JSON}"
         ) from None
 
 
@@ -76,7 +86,9 @@ def decompress(body: bytes, content_encoding: str, limit: int = DEFAULT_MAX_BODY
             raise PayloadTooLarge(f"body of {len(body)} bytes is over the {limit}-byte limit")
         return body
     if encoding not in ("gzip", "deflate"):
-        raise UnsupportedMediaType(f"unsupported content encoding {encoding!r}: use gzip or none")
+        raise UnsupportedMediaType(
+            f"unsupported content encoding {shown(content_encoding.strip())}: use gzip or none"
+        )
     wbits = 31 if encoding == "gzip" else 15
     inflater = zlib.decompressobj(wbits)
     try:

@@ -4,6 +4,7 @@ request's content type, and nothing stored."""
 from __future__ import annotations
 
 import gzip
+import logging
 import json
 import zlib
 
@@ -246,3 +247,32 @@ def test_a_body_over_djangos_upload_cap_but_under_ours_is_taken(client, token, s
     response = post(client, body, token=token)
     assert response.status_code == 200
     assert counts() == (1, 1)
+
+
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+GITHUB_TOKEN = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status"),
+    [
+        ("Content-Type", f"application/{AWS_KEY}", 415),
+        ("Content-Type", f"Token {GITHUB_TOKEN}; charset=utf-8", 415),
+        ("Content-Encoding", f"gzip {AWS_KEY}", 415),
+        ("Content-Encoding", GITHUB_TOKEN, 415),
+    ],
+)
+def test_a_secret_in_a_refused_content_header_is_neither_logged_nor_echoed(
+    client, token, caplog, header, value, status
+):
+    caplog.set_level(logging.DEBUG)
+    headers = {"content_type": value} if header == "Content-Type" else {header: value}
+    response = post(client, error_log(), token=token, **headers)
+    assert response.status_code == status
+    message = status_of(response).message
+    assert "[redacted:" in message
+    for secret in (AWS_KEY, GITHUB_TOKEN, AWS_KEY.lower(), GITHUB_TOKEN.lower()):
+        assert secret not in message
+        assert secret not in caplog.text
+        assert secret.encode() not in response.content
+    assert counts() == (0, 0)
