@@ -4,8 +4,8 @@ request's content type, and nothing stored."""
 from __future__ import annotations
 
 import gzip
-import logging
 import json
+import logging
 import zlib
 
 import pytest
@@ -275,4 +275,39 @@ def test_a_secret_in_a_refused_content_header_is_neither_logged_nor_echoed(
         assert secret not in message
         assert secret not in caplog.text
         assert secret.encode() not in response.content
+    assert counts() == (0, 0)
+
+
+def test_a_gzip_body_of_several_members_is_taken_whole(client, token):
+    # RFC 1952: a gzip file is a series of members (what `cat a.gz b.gz` makes). Two protobuf
+    # messages end to end are one message holding both exports' records.
+    body = gzip.compress(error_log("KeyError: 'price'")) + gzip.compress(error_log("Boom"))
+    response = post(client, body, token=token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.content
+    assert sorted(IngestedSignal.objects.values_list("message", flat=True)) == [
+        "Boom",
+        "KeyError: 'price'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"), [("gzip", gzip.compress), ("deflate", zlib.compress)]
+)
+@pytest.mark.parametrize("garbage", [b"garbage", b"\0", b"\x1f\x8b\x08junk"])
+def test_bytes_after_the_compressed_stream_are_400(client, token, encoding, compress, garbage):
+    body = compress(error_log()) + garbage
+    response = post(client, body, token=token, **{"Content-Encoding": encoding})
+    assert response.status_code == 400
+    assert status_of(response).message.startswith(f"malformed {encoding} body")
+    assert counts() == (0, 0)
+
+
+def test_the_size_limit_counts_every_gzip_member(client, token, settings):
+    member = error_log("x" * 3000)
+    settings.EPHYRA_OTLP_MAX_BYTES = len(member) + 1024
+    body = gzip.compress(member) * 2
+    assert len(body) < settings.EPHYRA_OTLP_MAX_BYTES
+    response = post(client, body, token=token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 413
+    assert "inflates past" in status_of(response).message
     assert counts() == (0, 0)
