@@ -3,7 +3,7 @@
 The order of the checks is the contract: the method (405), the bearer token (401) before a
 byte of the body is read, the token's rate limit (429 with Retry-After), the content type (415),
 the size before and after decompression (413), the body (400), then storage (503 with
-Retry-After when the database is unavailable).
+Retry-After when the database is unavailable; 500 for any other fault of ours).
 Every refusal stores nothing and answers a ``google.rpc.Status`` in the request's content type.
 """
 
@@ -40,8 +40,8 @@ from intake.tokens import bearer, token_verify
 logger = logging.getLogger("ephyra.intake.otlp")
 RETRY_AFTER_SECONDS = 5
 _STATUS = {OtlpDecodeError: 400, UnsupportedMediaType: 415, PayloadTooLarge: 413}
-# google.rpc.Code for each answer (INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE, …).
-_CODE = {400: 3, 401: 16, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14}
+# google.rpc.Code for each answer (INVALID_ARGUMENT, UNAUTHENTICATED, INTERNAL, UNAVAILABLE, …).
+_CODE = {400: 3, 401: 16, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
 def _answer_type(request: HttpRequest) -> str:
@@ -78,38 +78,7 @@ def _receive(request: HttpRequest, parse: Callable[[bytes, str], ParseResult]) -
     if request.method != "POST":
         return _status(request, 405, "only POST is allowed", Allow="POST")
     try:
-        token = token_verify(bearer(request.headers.get("Authorization")))
-        if token is None:
-            return _status(request, 401, "a valid Authorization: Bearer <ingest token> is required")
-        wait = throttle_wait(token)
-        if wait is not None:
-            # OTLP/HTTP Throttling: 429 is retryable; the exporter waits Retry-After seconds.
-            logger.info("OTLP export throttled: ingest token %s is over its rate limit", token.pk)
-            return _status(
-                request,
-                429,
-                f"over the limit of {settings.EPHYRA_OTLP_RATE_LIMIT} exports per "
-                f"{settings.EPHYRA_OTLP_RATE_WINDOW} s for this token; retry in {wait} s",
-                **{"Retry-After": str(wait)},
-            )
-        content_type = request.headers.get("Content-Type", "")
-        limit = settings.EPHYRA_OTLP_MAX_BYTES
-        try:
-            media_type(content_type)
-            body = decompress(
-                _read(request, limit), request.headers.get("Content-Encoding", ""), limit
-            )
-            result = parse(body, content_type)
-        except IngestError as error:
-            status = _STATUS.get(type(error), 400)
-            logger.info("OTLP export refused (%s): %s", status, error.message)
-            return _status(request, status, error.message)
-        signals_receive(
-            token,
-            result,
-            body_digest=hashlib.sha256(body).hexdigest(),
-            received_at=timezone.now(),
-        )
+        return _take(request, parse)
     except (OperationalError, InterfaceError):
         # The database is down, restarting or locked ("connection already closed" is an
         # InterfaceError). OTLP/HTTP: 503 is retryable; the exporter waits Retry-After.
@@ -120,8 +89,48 @@ def _receive(request: HttpRequest, parse: Callable[[bytes, str], ParseResult]) -
             "the database is unavailable; retry later",
             **{"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
+    except Exception:
+        # Anything else is a fault of ours: the export was rolled back whole. OTLP/HTTP wants a
+        # google.rpc.Status for every failure, never Django's HTML page; what went wrong is in
+        # the log, not in the answer. 500 is not retried: the same export would fail the same.
+        logger.exception("OTLP export failed: an unexpected error; nothing was stored")
+        return _status(request, 500, "internal error: the export was not stored")
+
+
+def _take(request: HttpRequest, parse: Callable[[bytes, str], ParseResult]) -> HttpResponse:
+    token = token_verify(bearer(request.headers.get("Authorization")))
+    if token is None:
+        return _status(request, 401, "a valid Authorization: Bearer <ingest token> is required")
+    wait = throttle_wait(token)
+    if wait is not None:
+        # OTLP/HTTP Throttling: 429 is retryable; the exporter waits Retry-After seconds.
+        logger.info("OTLP export throttled: ingest token %s is over its rate limit", token.pk)
+        return _throttled(request, wait, f"{settings.EPHYRA_OTLP_RATE_LIMIT} exports")
+    content_type = request.headers.get("Content-Type", "")
+    limit = settings.EPHYRA_OTLP_MAX_BYTES
+    try:
+        media_type(content_type)
+        body = decompress(_read(request, limit), request.headers.get("Content-Encoding", ""), limit)
+        result = parse(body, content_type)
+    except IngestError as error:
+        status = _STATUS.get(type(error), 400)
+        logger.info("OTLP export refused (%s): %s", status, error.message)
+        return _status(request, status, error.message)
+    signals_receive(
+        token, result, body_digest=hashlib.sha256(body).hexdigest(), received_at=timezone.now()
+    )
     answer = _answer_type(request)
     return HttpResponse(encode_response(result, answer), status=200, content_type=answer)
+
+
+def _throttled(request: HttpRequest, wait: int, budget: str) -> HttpResponse:
+    return _status(
+        request,
+        429,
+        f"over the limit of {budget} per {settings.EPHYRA_OTLP_RATE_WINDOW} s for this token; "
+        f"retry in {wait} s",
+        **{"Retry-After": str(wait)},
+    )
 
 
 @csrf_exempt

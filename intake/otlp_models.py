@@ -6,6 +6,8 @@ redacted text (``ephyra.ingest`` redacts before anything reaches here).
 
 from django.db import models
 
+from ephyra.ingest import FIELD_LIMITS
+
 
 class IngestToken(models.Model):
     workspace = models.ForeignKey(
@@ -52,13 +54,14 @@ class IngestedSignal(models.Model):
     severity = models.CharField(max_length=10)
     fingerprint = models.CharField(max_length=200)
     fingerprint_version = models.PositiveSmallIntegerField()
-    title = models.CharField(max_length=4000, blank=True)
-    culprit = models.CharField(max_length=4000, blank=True)
-    exception_type = models.CharField(max_length=1000, blank=True)
-    message = models.TextField(blank=True)
-    service = models.CharField(max_length=1000, blank=True)
-    service_version = models.CharField(max_length=1000, blank=True)
-    environment = models.CharField(max_length=1000, blank=True)
+    # Texts ingest cuts to FIELD_LIMITS: the columns are made from the same table.
+    title = models.CharField(max_length=FIELD_LIMITS["title"], blank=True)
+    culprit = models.CharField(max_length=FIELD_LIMITS["culprit"], blank=True)
+    exception_type = models.CharField(max_length=FIELD_LIMITS["exception_type"], blank=True)
+    message = models.TextField(max_length=FIELD_LIMITS["message"], blank=True)
+    service = models.CharField(max_length=FIELD_LIMITS["service"], blank=True)
+    service_version = models.CharField(max_length=FIELD_LIMITS["service_version"], blank=True)
+    environment = models.CharField(max_length=FIELD_LIMITS["environment"], blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
     span_id = models.CharField(max_length=16, blank=True)
     frames = models.JSONField(default=list)
@@ -107,3 +110,4 @@ class FingerprintMute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.fingerprint[:15]}… until {self.until:%Y-%m-%d %H:%M}"
+

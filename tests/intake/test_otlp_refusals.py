@@ -9,7 +9,8 @@ import logging
 import zlib
 
 import pytest
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DataError, InterfaceError, OperationalError, connection
+from django.test import Client
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -310,4 +311,26 @@ def test_the_size_limit_counts_every_gzip_member(client, token, settings):
     response = post(client, body, token=token, **{"Content-Encoding": "gzip"})
     assert response.status_code == 413
     assert "inflates past" in status_of(response).message
+    assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize("content_type", [PROTOBUF, JSON])
+def test_an_unexpected_server_error_is_a_500_with_a_status_not_an_html_page(
+    token, content_type, caplog
+):
+    def broken(execute, sql, params, many, context):
+        if "intake_ingestedsignal" in sql.lower():
+            raise DataError("value too long for type character varying(1000)")
+        return execute(sql, params, many, context)
+
+    body = error_log() if content_type == PROTOBUF else as_json(error_log())
+    client = Client(raise_request_exception=False)  # what a sender sees, not the test's raise
+    with connection.execute_wrapper(broken):
+        response = post(client, body, token=token, content_type=content_type)
+    assert response.status_code == 500
+    assert response["Content-Type"] == content_type
+    status = status_of(response)
+    assert status.code == 13  # INTERNAL
+    assert status.message == "internal error: the export was not stored"
+    assert "value too long" in caplog.text  # for the operator, not the sender
     assert counts() == (0, 0)
