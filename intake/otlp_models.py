@@ -111,3 +111,54 @@ class FingerprintMute(models.Model):
     def __str__(self) -> str:
         return f"{self.fingerprint[:15]}… until {self.until:%Y-%m-%d %H:%M}"
 
+
+class MinuteCount(models.Model):
+    """How many signals of one fingerprint a workspace received in one minute (the minute the
+    export arrived, UTC), whatever route each took (muted ones too): the exact count, however
+    intake folds the quest events. One upsert per export and fingerprint adds to it."""
+
+    workspace = models.ForeignKey(
+        "quests.Workspace",
+        on_delete=models.CASCADE,
+        related_name="minute_counts",
+        db_index=False,  # the unique index below begins with the workspace
+    )
+    fingerprint = models.CharField(max_length=200)
+    minute = models.DateTimeField(help_text="The minute's first instant.")
+    signals = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "fingerprint", "minute"], name="minute_count_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint[:15]}… {self.minute:%Y-%m-%d %H:%M}: {self.signals}"
+
+
+class MergeWindow(models.Model):
+    """How intake folds the repeated signals of one open quest into ``signal_merged`` events
+    (``intake.sightings``): when it submitted the quest's last one, and the signals merged since
+    that no event carries yet (``held``), with the one the next event names."""
+
+    workspace = models.ForeignKey(
+        "quests.Workspace", on_delete=models.CASCADE, related_name="merge_windows"
+    )
+    quest_id = models.CharField(max_length=128)
+    fingerprint = models.CharField(max_length=200)
+    last_event_at = models.DateTimeField(help_text="When its last signal_merged was submitted.")
+    held = models.PositiveBigIntegerField(default=0, help_text="Signals no event carries yet.")
+    # The held signal the next event names: the most severe, the first of those.
+    signal_id = models.CharField(max_length=128, blank=True)
+    severity = models.CharField(max_length=10, blank=True)
+    title = models.CharField(max_length=FIELD_LIMITS["title"], blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "quest_id"], name="merge_window_quest")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quest_id}: {self.held} held"
