@@ -1,9 +1,10 @@
 """``POST /v1/logs`` and ``POST /v1/traces``: the OTLP/HTTP receiver (docs/otlp.md).
 
 The order of the checks is the contract: the method (405), the bearer token (401) before a
-byte of the body is read, the token's rate limit (429 with Retry-After), the content type (415),
-the size before and after decompression (413), the body (400), then storage (503 with
-Retry-After when the database is unavailable; 500 for any other fault of ours).
+byte of the body is read, the token's rate limit and record budget (429 with Retry-After), the
+content type (415), the size before and after decompression (413), the body (400), the records
+against the budget (413 for more than a whole window allows, else 429), then storage (503
+with Retry-After when the database is unavailable; 500 for any other fault of ours).
 Every refusal stores nothing and answers a ``google.rpc.Status`` in the request's content type.
 """
 
@@ -34,7 +35,7 @@ from ephyra.ingest import (
     parse_traces,
 )
 from intake.otlp_services import signals_receive
-from intake.throttle import throttle_wait
+from intake.throttle import records_return, records_wait, throttle_wait
 from intake.tokens import bearer, token_verify
 
 logger = logging.getLogger("ephyra.intake.otlp")
@@ -106,19 +107,32 @@ def _take(request: HttpRequest, parse: Callable[[bytes, str], ParseResult]) -> H
         # OTLP/HTTP Throttling: 429 is retryable; the exporter waits Retry-After seconds.
         logger.info("OTLP export throttled: ingest token %s is over its rate limit", token.pk)
         return _throttled(request, wait, f"{settings.EPHYRA_OTLP_RATE_LIMIT} exports")
+    wait = records_wait(token, 0)
+    if wait is not None:
+        logger.info("OTLP export throttled: ingest token %s is over its record limit", token.pk)
+        return _throttled(request, wait, f"{settings.EPHYRA_OTLP_RECORD_LIMIT} records")
     content_type = request.headers.get("Content-Type", "")
     limit = settings.EPHYRA_OTLP_MAX_BYTES
     try:
         media_type(content_type)
         body = decompress(_read(request, limit), request.headers.get("Content-Encoding", ""), limit)
         result = parse(body, content_type)
+        _fits(result.records)
     except IngestError as error:
         status = _STATUS.get(type(error), 400)
         logger.info("OTLP export refused (%s): %s", status, error.message)
         return _status(request, status, error.message)
-    signals_receive(
-        token, result, body_digest=hashlib.sha256(body).hexdigest(), received_at=timezone.now()
-    )
+    wait = records_wait(token, result.records)
+    if wait is not None:
+        logger.info("OTLP export throttled: its records put token %s over its limit", token.pk)
+        return _throttled(request, wait, f"{settings.EPHYRA_OTLP_RECORD_LIMIT} records")
+    try:
+        signals_receive(
+            token, result, body_digest=hashlib.sha256(body).hexdigest(), received_at=timezone.now()
+        )
+    except BaseException:
+        records_return(token, result.records)  # not taken: its retry is counted instead
+        raise
     answer = _answer_type(request)
     return HttpResponse(encode_response(result, answer), status=200, content_type=answer)
 
@@ -131,6 +145,17 @@ def _throttled(request: HttpRequest, wait: int, budget: str) -> HttpResponse:
         f"retry in {wait} s",
         **{"Retry-After": str(wait)},
     )
+
+
+def _fits(records: int) -> None:
+    """An export with more records than a whole window allows would be throttled for ever:
+    refused at once (413, not retried), so the sender sends smaller ones."""
+    limit = settings.EPHYRA_OTLP_RECORD_LIMIT
+    if 0 < limit < records:
+        raise PayloadTooLarge(
+            f"an export of {records} records is over the limit of {limit} records per "
+            f"{settings.EPHYRA_OTLP_RATE_WINDOW} s for this token; send smaller exports"
+        )
 
 
 @csrf_exempt
