@@ -42,7 +42,7 @@ logger = logging.getLogger("ephyra.intake.otlp")
 RETRY_AFTER_SECONDS = 5
 _STATUS = {OtlpDecodeError: 400, UnsupportedMediaType: 415, PayloadTooLarge: 413}
 # google.rpc.Code for each answer (INVALID_ARGUMENT, UNAUTHENTICATED, INTERNAL, UNAVAILABLE, …).
-_CODE = {400: 3, 401: 16, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
 def _answer_type(request: HttpRequest) -> str:
@@ -166,3 +166,13 @@ def logs(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def traces(request: HttpRequest) -> HttpResponse:
     return _receive(request, parse_traces)
+
+
+@csrf_exempt
+def elsewhere(request: HttpRequest, rest: str) -> HttpResponse:
+    return _status(
+        request,
+        404,
+        "Ephyra receives only /v1/logs and /v1/traces; turn the SDK's other OTLP exporters off "
+        "(OTEL_METRICS_EXPORTER=none)",
+    )

@@ -334,3 +334,14 @@ def test_an_unexpected_server_error_is_a_500_with_a_status_not_an_html_page(
     assert status.message == "internal error: the export was not stored"
     assert "value too long" in caplog.text  # for the operator, not the sender
     assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize("path", ["/v1/metrics", "/v1/profiles", "/v1/logs/extra"])
+def test_another_otlp_path_is_a_404_status_not_an_html_page(client, token, path):
+    response = post(client, error_log(), token=token, path=path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == PROTOBUF
+    status = status_of(response)
+    assert status.code == 5  # NOT_FOUND
+    assert status.message.startswith("Ephyra receives only /v1/logs and /v1/traces")
+    assert counts() == (0, 0)
