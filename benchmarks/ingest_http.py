@@ -7,7 +7,8 @@ encoded once as protobuf and once as OTLP JSON before any timing. Each export is
 at a time with a new connection, as an exporter does, to a threaded WSGI server on 127.0.0.1
 (what ``manage.py runserver`` serves: Django's ``ThreadedWSGIServer``) running the whole
 receiver: token check, rate limit (on, at its default), read, parse, redact, fingerprint, and
-the transaction that stores each error as an ``IngestedSignal`` and queues its quest event.
+the transaction that stores each error as an ``IngestedSignal`` and queues its quest event. The
+record budget is off: one token sending as fast as it can would be throttled by it.
 
 The database is the one in DATABASE_URL (a throwaway ``test_…_ingest_http_<pid>`` database
 beside it) or the embedded SQLite default in a temporary data directory; the doorbell is off
@@ -36,6 +37,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 _DATA = tempfile.TemporaryDirectory(prefix="ephyra-ingest-http-bench-")
 os.environ.setdefault("EPHYRA_DATA_DIR", _DATA.name)
 os.environ["EPHYRA_DOORBELL"] = "false"
+os.environ.setdefault("EPHYRA_OTLP_RECORD_LIMIT", "0")
 
 import django  # noqa: E402
 

@@ -171,6 +171,12 @@ EPHYRA_OTLP_MAX_BYTES = env_int("EPHYRA_OTLP_MAX_BYTES", 4 * 1024 * 1024, minimu
 # Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
 EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)
 EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
+# The same per records (log records and spans) in the token's window: one export may hold
+# thousands. 0 turns it off.
+EPHYRA_OTLP_RECORD_LIMIT = env_int("EPHYRA_OTLP_RECORD_LIMIT", 100_000, minimum=0)
+# A quest hears of its repeated signals in at most one signal_merged per this many seconds
+# (intake/sightings.py); 0 gives each export its own.
+EPHYRA_MERGE_WINDOW_SECONDS = env_int("EPHYRA_MERGE_WINDOW_SECONDS", 60, minimum=0)
 # How long an export may wait for another one holding its locks (intake/locks.py: the same
 # export being stored, or a new error's fingerprints being routed) before it is answered 503
 # with Retry-After; 0 waits without limit. PostgreSQL only.

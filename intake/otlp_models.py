@@ -6,6 +6,8 @@ redacted text (``ephyra.ingest`` redacts before anything reaches here).
 
 from django.db import models
 
+from ephyra.ingest import FIELD_LIMITS
+
 
 class IngestToken(models.Model):
     workspace = models.ForeignKey(
@@ -52,13 +54,14 @@ class IngestedSignal(models.Model):
     severity = models.CharField(max_length=10)
     fingerprint = models.CharField(max_length=200)
     fingerprint_version = models.PositiveSmallIntegerField()
-    title = models.CharField(max_length=4000, blank=True)
-    culprit = models.CharField(max_length=4000, blank=True)
-    exception_type = models.CharField(max_length=1000, blank=True)
-    message = models.TextField(blank=True)
-    service = models.CharField(max_length=1000, blank=True)
-    service_version = models.CharField(max_length=1000, blank=True)
-    environment = models.CharField(max_length=1000, blank=True)
+    # Texts ingest cuts to FIELD_LIMITS: the columns are made from the same table.
+    title = models.CharField(max_length=FIELD_LIMITS["title"], blank=True)
+    culprit = models.CharField(max_length=FIELD_LIMITS["culprit"], blank=True)
+    exception_type = models.CharField(max_length=FIELD_LIMITS["exception_type"], blank=True)
+    message = models.TextField(max_length=FIELD_LIMITS["message"], blank=True)
+    service = models.CharField(max_length=FIELD_LIMITS["service"], blank=True)
+    service_version = models.CharField(max_length=FIELD_LIMITS["service_version"], blank=True)
+    environment = models.CharField(max_length=FIELD_LIMITS["environment"], blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
     span_id = models.CharField(max_length=16, blank=True)
     frames = models.JSONField(default=list)
@@ -107,3 +110,55 @@ class FingerprintMute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.fingerprint[:15]}… until {self.until:%Y-%m-%d %H:%M}"
+
+
+class MinuteCount(models.Model):
+    """How many signals of one fingerprint a workspace received in one minute (the minute the
+    export arrived, UTC), whatever route each took (muted ones too): the exact count, however
+    intake folds the quest events. One upsert per export and fingerprint adds to it."""
+
+    workspace = models.ForeignKey(
+        "quests.Workspace",
+        on_delete=models.CASCADE,
+        related_name="minute_counts",
+        db_index=False,  # the unique index below begins with the workspace
+    )
+    fingerprint = models.CharField(max_length=200)
+    minute = models.DateTimeField(help_text="The minute's first instant.")
+    signals = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "fingerprint", "minute"], name="minute_count_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint[:15]}… {self.minute:%Y-%m-%d %H:%M}: {self.signals}"
+
+
+class MergeWindow(models.Model):
+    """How intake folds the repeated signals of one open quest into ``signal_merged`` events
+    (``intake.sightings``): when it submitted the quest's last one, and the signals merged since
+    that no event carries yet (``held``), with the one the next event names."""
+
+    workspace = models.ForeignKey(
+        "quests.Workspace", on_delete=models.CASCADE, related_name="merge_windows"
+    )
+    quest_id = models.CharField(max_length=128)
+    fingerprint = models.CharField(max_length=200)
+    last_event_at = models.DateTimeField(help_text="When its last signal_merged was submitted.")
+    held = models.PositiveBigIntegerField(default=0, help_text="Signals no event carries yet.")
+    # The held signal the next event names: the most severe, the first of those.
+    signal_id = models.CharField(max_length=128, blank=True)
+    severity = models.CharField(max_length=10, blank=True)
+    title = models.CharField(max_length=FIELD_LIMITS["title"], blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "quest_id"], name="merge_window_quest")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quest_id}: {self.held} held"

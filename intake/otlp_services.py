@@ -1,10 +1,12 @@
 """What an accepted OTLP export becomes: ``IngestedSignal`` rows and quest events.
 
 ``intake.triage.Router`` picks each candidate's route (muted, duplicate, conflict, regression
-or new; ``docs/triage.md``); this module stores the signal and submits the route's event.
-Within one export, the first candidate of a fingerprint opens (or reopens) the quest and the
-rest merge. Ids are derived from the workspace, the fingerprint and the signal id, so an
-exporter's retry of the same bytes stores, counts and submits nothing twice.
+or new; ``docs/triage.md``); this module stores the signal, counts it (``MinuteCount``) and
+submits the route's event. Within one export, the first candidate of a fingerprint opens (or
+reopens) the quest and the rest merge; an export's merges into a quest become one counted
+``signal_merged``, or are held for the quest's next one (``intake.sightings``). Ids are derived
+from the workspace, the fingerprint and the signal id, so an exporter's retry of the same bytes
+stores, counts and submits nothing twice.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from ephyra.core.events import BaseEvent, RegressionReopened, SignalMerged, SignalRef, SignalSensed
+from ephyra.core.events import BaseEvent, RegressionReopened, SignalRef, SignalSensed
 from ephyra.ingest import Frame, ParseResult, SignalCandidate
 from ephyra.sql import insert_objects
 from intake.locks import bound_waits, hold
 from intake.otlp_models import FingerprintMute, IngestedSignal, IngestToken
+from intake.sightings import Merges, merges_fold, minutes_count
 from intake.triage import Route, Router
 from ledger.inbound import submit_events
 
@@ -52,9 +55,10 @@ def _frames(candidate: SignalCandidate) -> list[dict]:
 
 
 def _event(workspace_id: int, route: Route, sid: str, ref: SignalRef, at: datetime):
-    """The quest event of a routed candidate, with its derived ids; None when muted."""
+    """The quest event of a candidate that opens or reopens a quest, with its derived ids;
+    None when it is muted or merges (``intake.sightings`` folds the merges)."""
     fingerprint = ref.fingerprint
-    if route.kind == "muted":
+    if route.kind in {"muted", "merge"}:
         return None
     if route.kind in {"new", "conflict"}:
         return SignalSensed(
@@ -64,15 +68,11 @@ def _event(workspace_id: int, route: Route, sid: str, ref: SignalRef, at: dateti
             signal=ref,
             parent=route.parent,
         )
-    if route.kind == "reopen":
-        return RegressionReopened(
-            id=f"reopened-{_digest(workspace_id, fingerprint, sid)}",
-            quest=route.quest,
-            at=at,
-            signal=ref,
-        )
-    return SignalMerged(
-        id=f"merged-{_digest(workspace_id, fingerprint, sid)}", quest=route.quest, at=at, signal=ref
+    return RegressionReopened(
+        id=f"reopened-{_digest(workspace_id, fingerprint, sid)}",
+        quest=route.quest,
+        at=at,
+        signal=ref,
     )
 
 
@@ -97,6 +97,7 @@ def signals_receive(
     stored: list[IngestedSignal] = []
     new: list[IngestedSignal] = []
     events: list[BaseEvent] = []
+    merges: dict[str, Merges] = {}  # quest → this export's signals that merge into it
     muted: Counter[str] = Counter()  # muting quest → signals counted in this export
     with transaction.atomic():
         # An exporter may retry while its first attempt is still being stored: the retry waits
@@ -131,19 +132,26 @@ def signals_receive(
             )
             route = router.route(candidate)
             event = _event(workspace.pk, route, sid, ref, received_at)
-            if event is None:
-                muted[route.quest] += 1
-            else:
+            if event is not None:
                 events.append(event)
-                if route.kind != "merge":
-                    router.opened(candidate.fingerprint, event.quest)
+                router.opened(candidate.fingerprint, event.quest)
+            elif route.kind == "merge":
+                if route.quest in merges:
+                    merges[route.quest].add(ref)
+                else:
+                    merges[route.quest] = Merges(candidate.fingerprint, ref)
+            else:
+                muted[route.quest] += 1
             row = _row(token, candidate, sid, route, event, received_at)
             stored.append(row)
             new.append(row)
         insert_objects(new)  # no keys back: nothing here reads them
+        # The rows every export of a storm shares come last, so their locks are held briefly.
+        events += merges_fold(workspace, merges, received_at)
         submit_events(workspace, events, source=SOURCE)
         for quest, count in sorted(muted.items()):  # in one order: two exports never deadlock
             _count_muted(workspace, quest, router, count, received_at)
+        minutes_count(workspace, Counter(row.fingerprint for row in new), received_at)
     return stored
 
 

@@ -8,4 +8,7 @@ app_name = "otlp"
 urlpatterns = [
     path("logs", otlp.logs, name="logs"),
     path("traces", otlp.traces, name="traces"),
+    # /v1/metrics and any other: a google.rpc.Status too, not Django's HTML 404 page (an SDK
+    # configured with OTEL_EXPORTER_OTLP_ENDPOINT exports metrics there unless told not to).
+    path("<path:rest>", otlp.elsewhere, name="elsewhere"),
 ]

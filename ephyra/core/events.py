@@ -181,6 +181,9 @@ class RegressionReopened(BaseEvent):
 class SignalMerged(BaseEvent):
     type: Literal["signal_merged"] = "signal_merged"
     signal: SignalRef
+    # How many sightings of the fingerprint this event stands for: intake folds the repeats of
+    # one export and one time window into one event, naming one of them in ``signal``.
+    count: Annotated[int, Field(ge=1)] = 1
 
 
 class Paused(BaseEvent):

@@ -386,7 +386,7 @@ def _signal_merged(q: Quest, e: ev.SignalMerged, p: MachinePolicy) -> Outcome:
         return f"the signal's fingerprint {e.signal.fingerprint} is not this quest's"
     floor = higher_severity(q.severity_floor, e.signal.severity)
     changes: dict[str, Any] = {
-        "signal_count": q.signal_count + 1,
+        "signal_count": q.signal_count + e.count,
         "last_signal": e.signal.id,
         "severity": higher_severity(q.severity, e.signal.severity),
         "severity_floor": floor,

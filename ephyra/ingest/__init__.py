@@ -28,10 +28,11 @@ from ephyra.ingest.otlp import (
     parse_traces,
 )
 from ephyra.ingest.redact import is_secret_key
-from ephyra.ingest.signals import IngestOptions, ParseResult, SignalCandidate
+from ephyra.ingest.signals import FIELD_LIMITS, IngestOptions, ParseResult, SignalCandidate
 from ephyra.ingest.stack import Frame, ParsedStack, detect_language, normalise_path, parse_stack
 
 __all__ = [
+    "FIELD_LIMITS",
     "FINGERPRINT_VERSION",
     "JSON",
     "PROTOBUF",

@@ -30,6 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from ephyra.core.states import Severity
 from ephyra.ingest import otlp_json
 from ephyra.ingest.errors import OtlpDecodeError, PayloadTooLarge, UnsupportedMediaType
+from ephyra.ingest.redact import redact
 from ephyra.ingest.signals import (
     DEFAULT_OPTIONS,
     IngestOptions,
@@ -38,6 +39,8 @@ from ephyra.ingest.signals import (
     Signal,
     Tally,
     Unusable,
+    clean,
+    cut,
     log_severity,
     resource_info,
 )
@@ -46,6 +49,9 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MediaType = Literal["protobuf", "json"]
 MAX_DEPTH = 32  # deeper values are cut to "…" (valid OTLP, just not worth reading)
+MAX_SHOWN = 100  # characters of a refused header's value quoted back
+_FEED = 16 * 1024  # compressed bytes given to the inflater at a time
+_GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
 _MEDIA_TYPES: dict[str, MediaType] = {
@@ -55,39 +61,74 @@ _MEDIA_TYPES: dict[str, MediaType] = {
 }
 
 
+def shown(header: str) -> str:
+    """A header's value as a refusal quotes it (to the sender and in the log): redacted as any
+    text is, before anything lowers its case (``akia…`` is no longer an AWS key to the rules),
+    and cut, since a header can be kilobytes long."""
+    return repr(cut(redact(clean(header)), MAX_SHOWN)) if header else "(none)"
+
+
 def media_type(content_type: str) -> MediaType:
     """``protobuf`` or ``json`` from a Content-Type header (parameters such as charset ignored)."""
-    base = content_type.split(";", 1)[0].strip().lower()
+    base = content_type.split(";", 1)[0].strip()
     try:
-        return _MEDIA_TYPES[base]
+        return _MEDIA_TYPES[base.lower()]
     except KeyError:
-        shown = base or "(none)"
         raise UnsupportedMediaType(
-            f"unsupported content type {shown!r}: OTLP/HTTP takes {PROTOBUF} or {JSON}"
+            f"unsupported content type {shown(base)}: OTLP/HTTP takes {PROTOBUF} or {JSON}"
         ) from None
 
 
 def decompress(body: bytes, content_encoding: str, limit: int = DEFAULT_MAX_BODY) -> bytes:
     """The body with its Content-Encoding (``gzip``, ``deflate`` or none) undone, refusing to
-    inflate past ``limit`` bytes."""
+    inflate past ``limit`` bytes. A gzip body is every member of it, one after another (RFC 1952:
+    what ``cat a.gz b.gz`` makes), the limit counting them all; bytes after the last member, or
+    after a deflate stream, are not part of any and refuse the body."""
     encoding = content_encoding.strip().lower()
     if encoding in ("", "identity"):
         if len(body) > limit:
             raise PayloadTooLarge(f"body of {len(body)} bytes is over the {limit}-byte limit")
         return body
     if encoding not in ("gzip", "deflate"):
-        raise UnsupportedMediaType(f"unsupported content encoding {encoding!r}: use gzip or none")
-    wbits = 31 if encoding == "gzip" else 15
-    inflater = zlib.decompressobj(wbits)
+        raise UnsupportedMediaType(
+            f"unsupported content encoding {shown(content_encoding.strip())}: use gzip or none"
+        )
     try:
-        out = inflater.decompress(body, limit + 1)
+        return _inflate(body, encoding, limit)
     except zlib.error as error:
         raise OtlpDecodeError(f"malformed {encoding} body: {error}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"body inflates past the {limit}-byte limit")
+
+
+def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    wbits = 31 if encoding == "gzip" else 15
+    inflater = zlib.decompressobj(wbits)
+    out: list[bytes] = []
+    size = pos = 0
+    data = b""
+    while data or pos < len(body):
+        if not data:
+            # A slice at a time: what is left after a member (``unused_data``) is a copy, and
+            # copying the whole rest of a body once per member is quadratic in small members.
+            data, pos = body[pos : pos + _FEED], pos + _FEED
+        # At most one byte past the limit: a bomb is refused while inflating, never held whole.
+        chunk = inflater.decompress(data, limit - size + 1)
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body inflates past the {limit}-byte limit")
+        out.append(chunk)
+        data = inflater.unconsumed_tail
+        if inflater.eof:
+            data = inflater.unused_data
+            if not data and pos >= len(body):
+                break
+            if encoding != "gzip":
+                raise OtlpDecodeError("malformed deflate body: bytes after the end of the stream")
+            if (data[:2] + body[pos : pos + 2])[:2] != _GZIP_MAGIC:
+                raise OtlpDecodeError("malformed gzip body: bytes after the last member")
+            inflater = zlib.decompressobj(wbits)  # the next member
     if not inflater.eof:
         raise OtlpDecodeError(f"malformed {encoding} body: truncated stream")
-    return out
+    return b"".join(out)
 
 
 def _parse_protobuf(message: type[Message], body: bytes) -> Any:

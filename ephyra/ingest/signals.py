@@ -31,8 +31,24 @@ MAX_MESSAGE = 8 * 1024
 MAX_STACKTRACE = 64 * 1024
 MAX_VALUE = 2 * 1024
 MAX_ATTRIBUTES = 64
-MAX_TITLE = 200
 MAX_REASONS = 5
+
+# The longest each stored text of a candidate may be, in characters: ingest cuts the field to
+# it last (after redaction, which can lengthen a text), and intake's ``IngestedSignal`` columns
+# take their ``max_length`` from this table, so no field is ever longer than its column (one
+# that was lost its whole export to the database's refusal).
+FIELD_LIMITS: Mapping[str, int] = MappingProxyType(
+    {
+        "title": 200,
+        "culprit": MAX_VALUE,
+        "exception_type": 1000,
+        "message": MAX_MESSAGE,
+        "service": 1000,
+        "service_version": 1000,
+        "environment": 1000,
+    }
+)
+MAX_TITLE = FIELD_LIMITS["title"]
 
 ERROR_SEVERITY_NUMBER = 17  # SEVERITY_NUMBER_ERROR; 21 and up are FATAL
 _ERROR_TEXT = re.compile(r"(?i)(?:ERROR|ERR|SEVERE)\d?")
@@ -327,13 +343,15 @@ def redacted_attributes(
 
 
 def resource_info(attributes: Mapping[str, Any]) -> ResourceInfo:
-    def text(key: str) -> str:
-        return redacted_text(attributes.get(key), MAX_VALUE)
+    def text(key: str, field: str) -> str:
+        return redacted_text(attributes.get(key), FIELD_LIMITS[field])
 
-    environment = next((text(k) for k in ENVIRONMENT if attributes.get(k) is not None), "")
+    environment = next(
+        (text(k, "environment") for k in ENVIRONMENT if attributes.get(k) is not None), ""
+    )
     return ResourceInfo(
-        service=text(SERVICE_NAME),
-        service_version=text(SERVICE_VERSION),
+        service=text(SERVICE_NAME, "service"),
+        service_version=text(SERVICE_VERSION, "service_version"),
         environment=environment,
         language=value_text(attributes.get(SDK_LANGUAGE)).lower(),
         attributes=redacted_attributes(attributes),
@@ -419,7 +437,8 @@ def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCand
     roots = options.path_roots
     digests = iter([fingerprint(t, frames, m, roots) for t, m, frames in usable])
     # the title is redacted again: joining a type and a message's first line must not form one
-    titles = iter([redact(_title(t, m)) for t, m, _ in usable])
+    # (and cut again, as a placeholder can be longer than what it replaced)
+    titles = iter([cut(redact(_title(t, m)), MAX_TITLE) for t, m, _ in usable])
     out: list[SignalCandidate | Unusable] = []
     for raw, fact, text, stack, attrs in zip(raws, facts, texts, parsed, attributes, strict=True):
         if isinstance(fact, Unusable):
@@ -483,9 +502,10 @@ def _candidate(
         fingerprint=digest,
         fingerprint_version=FINGERPRINT_VERSION,
         title=title,
-        culprit=cut(culprit, MAX_VALUE),
-        exception_type=exc_type,
-        message=message,
+        culprit=cut(culprit, FIELD_LIMITS["culprit"]),
+        # both may come whole from the stack trace; the fingerprint was made from the uncut ones
+        exception_type=cut(exc_type, FIELD_LIMITS["exception_type"]),
+        message=cut(message, FIELD_LIMITS["message"]),
         stacktrace=stacktrace,
         language=parsed.language,
         frames=frames,

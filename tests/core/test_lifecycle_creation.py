@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from ephyra.core.machine import decide, fold
 from ephyra.core.rules import MachinePolicy
@@ -127,6 +128,22 @@ def test_a_duplicate_is_merged_in_every_active_state(state):
     assert decision.state is state
     assert types(decision) == ["merge_signal"]
     assert decision.quest.signal_count == quest.signal_count + 1
+
+
+def test_a_merged_event_standing_for_many_sightings_counts_them_all():
+    story = Story("q1")
+    result = fold([story.signal("s1"), story("signal_merged", signal=signal("s2"), count=39_999)])
+    assert result.first_invalid is None
+    merged = result.decisions[-1]
+    assert merged.quest.signal_count == 40_000
+    assert keys(merged) == ["q1:1:merge_signal:q1-e2:0"]  # still one effect for the event
+
+
+@pytest.mark.parametrize("count", [0, -1])
+def test_a_merged_event_stands_for_at_least_one_sighting(count):
+    story = Story("q1")
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        story("signal_merged", signal=signal("s2"), count=count)
 
 
 def test_a_signal_with_another_fingerprint_is_not_merged():

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import zlib
 
 import pytest
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DataError, InterfaceError, OperationalError, connection
+from django.test import Client
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -246,3 +248,100 @@ def test_a_body_over_djangos_upload_cap_but_under_ours_is_taken(client, token, s
     response = post(client, body, token=token)
     assert response.status_code == 200
     assert counts() == (1, 1)
+
+
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+GITHUB_TOKEN = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status"),
+    [
+        ("Content-Type", f"application/{AWS_KEY}", 415),
+        ("Content-Type", f"Token {GITHUB_TOKEN}; charset=utf-8", 415),
+        ("Content-Encoding", f"gzip {AWS_KEY}", 415),
+        ("Content-Encoding", GITHUB_TOKEN, 415),
+    ],
+)
+def test_a_secret_in_a_refused_content_header_is_neither_logged_nor_echoed(
+    client, token, caplog, header, value, status
+):
+    caplog.set_level(logging.DEBUG)
+    headers = {"content_type": value} if header == "Content-Type" else {header: value}
+    response = post(client, error_log(), token=token, **headers)
+    assert response.status_code == status
+    message = status_of(response).message
+    assert "[redacted:" in message
+    for secret in (AWS_KEY, GITHUB_TOKEN, AWS_KEY.lower(), GITHUB_TOKEN.lower()):
+        assert secret not in message
+        assert secret not in caplog.text
+        assert secret.encode() not in response.content
+    assert counts() == (0, 0)
+
+
+def test_a_gzip_body_of_several_members_is_taken_whole(client, token):
+    # RFC 1952: a gzip file is a series of members (what `cat a.gz b.gz` makes). Two protobuf
+    # messages end to end are one message holding both exports' records.
+    body = gzip.compress(error_log("KeyError: 'price'")) + gzip.compress(error_log("Boom"))
+    response = post(client, body, token=token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.content
+    assert sorted(IngestedSignal.objects.values_list("message", flat=True)) == [
+        "Boom",
+        "KeyError: 'price'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"), [("gzip", gzip.compress), ("deflate", zlib.compress)]
+)
+@pytest.mark.parametrize("garbage", [b"garbage", b"\0", b"\x1f\x8b\x08junk"])
+def test_bytes_after_the_compressed_stream_are_400(client, token, encoding, compress, garbage):
+    body = compress(error_log()) + garbage
+    response = post(client, body, token=token, **{"Content-Encoding": encoding})
+    assert response.status_code == 400
+    assert status_of(response).message.startswith(f"malformed {encoding} body")
+    assert counts() == (0, 0)
+
+
+def test_the_size_limit_counts_every_gzip_member(client, token, settings):
+    member = error_log("x" * 3000)
+    settings.EPHYRA_OTLP_MAX_BYTES = len(member) + 1024
+    body = gzip.compress(member) * 2
+    assert len(body) < settings.EPHYRA_OTLP_MAX_BYTES
+    response = post(client, body, token=token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 413
+    assert "inflates past" in status_of(response).message
+    assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize("content_type", [PROTOBUF, JSON])
+def test_an_unexpected_server_error_is_a_500_with_a_status_not_an_html_page(
+    token, content_type, caplog
+):
+    def broken(execute, sql, params, many, context):
+        if "intake_ingestedsignal" in sql.lower():
+            raise DataError("value too long for type character varying(1000)")
+        return execute(sql, params, many, context)
+
+    body = error_log() if content_type == PROTOBUF else as_json(error_log())
+    client = Client(raise_request_exception=False)  # what a sender sees, not the test's raise
+    with connection.execute_wrapper(broken):
+        response = post(client, body, token=token, content_type=content_type)
+    assert response.status_code == 500
+    assert response["Content-Type"] == content_type
+    status = status_of(response)
+    assert status.code == 13  # INTERNAL
+    assert status.message == "internal error: the export was not stored"
+    assert "value too long" in caplog.text  # for the operator, not the sender
+    assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize("path", ["/v1/metrics", "/v1/profiles", "/v1/logs/extra"])
+def test_another_otlp_path_is_a_404_status_not_an_html_page(client, token, path):
+    response = post(client, error_log(), token=token, path=path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == PROTOBUF
+    status = status_of(response)
+    assert status.code == 5  # NOT_FOUND
+    assert status.message.startswith("Ephyra receives only /v1/logs and /v1/traces")
+    assert counts() == (0, 0)

@@ -1,5 +1,6 @@
-"""Throttling (OTLP/HTTP Throttling): a token over its rate limit is answered 429 with
-Retry-After, before its body is read, and nothing is stored. The counters live in Django's
+"""Throttling (OTLP/HTTP Throttling): a token over its rate limit (exports) or its record
+limit is answered 429 with Retry-After, before its body is read when it can be, and nothing is
+stored. The counters live in Django's
 cache, so they hold across processes (Redis with REDIS_URL, files under the data directory
 otherwise)."""
 
@@ -13,11 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.db import OperationalError, connection
 
 from intake.otlp_models import IngestToken
 from intake.throttle import throttle_wait
 from intake.tokens import token_create
 from tests.intake.test_otlp_refusals import JSON, PROTOBUF, counts, error_log, post, status_of
+from tests.intake.test_otlp_storm import copies
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,3 +147,62 @@ def test_the_count_is_shared_with_another_process(workspace, token, limited):
     )
     assert other.stdout.strip() == "[None, None, None]"
     assert throttle_wait(row) is not None  # the fourth request of the window, counted here
+
+
+@pytest.fixture
+def record_limited(settings):
+    """Five records per token per hour (exports unlimited): a test never sees the window close."""
+    settings.EPHYRA_OTLP_RECORD_LIMIT = 5
+    settings.EPHYRA_OTLP_RATE_WINDOW = 3600
+    return settings
+
+
+def test_records_over_the_record_limit_are_429_with_retry_after_and_store_nothing(
+    client, token, record_limited
+):
+    assert post(client, copies(3, at=1), token=token).status_code == 200
+    before = counts()
+
+    response = post(client, copies(3, at=2), token=token)  # 6 of 5
+
+    assert response.status_code == 429
+    assert 3590 <= int(response["Retry-After"]) <= 3600
+    status = status_of(response)
+    assert status.code == 8
+    assert status.message.startswith("over the limit of 5 records per 3600 s for this token")
+    assert counts() == before
+    # What was refused used none of the budget: a smaller export still fits.
+    assert post(client, copies(2, at=3), token=token).status_code == 200
+    # The budget is spent: the next export is refused before its body is read.
+    assert post(client, b"\x0a\xff\xff\xff", token=token).status_code == 429
+
+
+def test_an_export_with_more_records_than_a_whole_window_allows_is_413(
+    client, token, record_limited
+):
+    response = post(client, copies(6), token=token)
+    assert response.status_code == 413
+    assert status_of(response).message == (
+        "an export of 6 records is over the limit of 5 records per 3600 s for this token; "
+        "send smaller exports"
+    )
+    assert counts() == (0, 0)
+
+
+def test_the_records_of_an_export_the_database_refused_are_given_back(
+    client, token, record_limited
+):
+    def unavailable(execute, sql, params, many, context):
+        if "intake_ingestedsignal" in sql.lower():
+            raise OperationalError("could not connect to server")
+        return execute(sql, params, many, context)
+
+    body = copies(5)
+    with connection.execute_wrapper(unavailable):
+        assert post(client, body, token=token).status_code == 503
+    assert post(client, body, token=token).status_code == 200  # the exporter's retry fits
+
+
+def test_a_record_limit_of_zero_turns_the_record_budget_off(client, token, record_limited):
+    record_limited.EPHYRA_OTLP_RECORD_LIMIT = 0
+    assert post(client, copies(50), token=token).status_code == 200

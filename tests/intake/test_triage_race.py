@@ -15,7 +15,7 @@ from django.test import Client
 from ephyra.ingest import parse_logs
 from intake import otlp_services
 from intake.locks import hold
-from intake.otlp_models import IngestedSignal
+from intake.otlp_models import IngestedSignal, MergeWindow
 from intake.otlp_services import signals_receive
 from intake.tokens import token_create
 from intake.triage import Router
@@ -106,8 +106,12 @@ def test_two_exports_of_a_new_error_at_once_open_one_quest(monkeypatch, workspac
     signals = IngestedSignal.objects.filter(workspace=workspace)
     assert len(set(signals.values_list("quest_id", flat=True))) == 1
     types = sorted(InboundEvent.objects.values_list("type", flat=True))
-    assert types == ["signal_merged", "signal_merged", "signal_sensed"]
+    assert types == ["signal_merged", "signal_sensed"]
     assert len(set(InboundEvent.objects.values_list("quest_id", flat=True))) == 1
+    # Whichever opened it, the two repeats are counted: in the merge event, or held for the
+    # quest's next one (the second export's came within the merge window of the first's).
+    merged = InboundEvent.objects.get(type="signal_merged").payload["count"]
+    assert merged + MergeWindow.objects.get().held == 2
 
 
 def test_exports_of_different_new_errors_at_once_each_open_their_own(monkeypatch, workspace):
@@ -119,6 +123,22 @@ def test_exports_of_different_new_errors_at_once_each_open_their_own(monkeypatch
     assert events(workspace) == ["signal_sensed", "signal_sensed"]
     signals = IngestedSignal.objects.filter(workspace=workspace)
     assert len(set(signals.values_list("quest_id", flat=True))) == 2
+
+
+def test_exports_merging_into_one_quest_at_once_count_every_repeat_once(monkeypatch, workspace):
+    story = Story("q-cart")
+    quest_apply(workspace, story.signal(fingerprint=fingerprint_of(CART)))
+    bodies = [export(CART, f"'sku-{n}a'", f"'sku-{n}b'", f"'sku-{n}c'") for n in range(4)]
+
+    errors = receive_at_once(monkeypatch, workspace, bodies)
+
+    assert errors == []
+    assert events(workspace) == ["signal_merged"] * 12
+    # The first to commit sends one event for its three; the others, inside its merge window,
+    # are held for the quest's next one: every repeat counted once, in one or the other.
+    (merged,) = InboundEvent.objects.filter(type="signal_merged")
+    assert merged.payload["count"] == 3
+    assert MergeWindow.objects.get(quest_id="q-cart").held == 9
 
 
 def test_an_export_and_its_retry_at_once_are_stored_once(monkeypatch, workspace):
@@ -134,7 +154,11 @@ def test_an_export_and_its_retry_at_once_are_stored_once(monkeypatch, workspace)
 
     assert errors == []
     assert events(workspace) == ["signal_merged", "signal_merged", "signal_sensed"]
-    assert InboundEvent.objects.count() == 3
+    assert list(InboundEvent.objects.values_list("type", flat=True).order_by("pk")) == [
+        "signal_sensed",
+        "signal_merged",
+    ]
+    assert InboundEvent.objects.get(type="signal_merged").payload["count"] == 2
 
 
 def test_a_quest_closed_between_an_exports_two_reads_is_opened_once(monkeypatch, workspace):

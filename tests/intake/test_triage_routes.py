@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pygit2
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -23,8 +24,9 @@ from ephyra.core.proof import CheckResult
 from ephyra.core.quest import Quest as QuestValue
 from ephyra.ingest import parse_logs
 from ephyra.policy.autonomy import policy_digest
-from intake.otlp_models import FingerprintMute, IngestedSignal
+from intake.otlp_models import FingerprintMute, IngestedSignal, MergeWindow
 from intake.otlp_services import signals_receive
+from intake.sightings import merges_carry
 from intake.tokens import token_create
 from journal.store import Journal
 from ledger.inbound import submit_event
@@ -289,9 +291,18 @@ def test_a_burst_over_many_exports_before_the_worker_runs_makes_one_quest_with_a
         send(client, token, CART, f"'sku-{n}'", f"'sku-{n}b'")
     kinds = list(IngestedSignal.objects.values_list("event", flat=True))
     assert kinds.count("signal_sensed") == 1 and kinds.count("signal_merged") == 49
+    # The first export opens the quest and merges its repeat; the next 24, inside the merge
+    # window, are held for the event that ends it (intake.sightings).
+    assert InboundEvent.objects.count() == 2
     worker.step()
     burst = only_quest_of(workspace, CART)
-    assert burst.signal_count == 50
+    assert burst.signal_count == 2
+    window = MergeWindow.objects.get(quest_id=burst.id)
+    assert window.held == 48
+    ended = window.last_event_at + timedelta(seconds=settings.EPHYRA_MERGE_WINDOW_SECONDS)
+    assert merges_carry(workspace, burst.id, ended).count == 48
+    worker.step()
+    assert quest(workspace, burst.id).signal_count == 50
     assert Quest.objects.filter(workspace=workspace).count() == 1
     refused = InboundEvent.objects.exclude(state=InboundEvent.State.APPLIED)
     assert not refused.exists()

@@ -5,9 +5,13 @@ repeats are counted, not turned into quests."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
-from intake.otlp_models import FingerprintMute, IngestedSignal
+import pytest
+from django.conf import settings
+
+from intake.otlp_models import FingerprintMute, IngestedSignal, MergeWindow, MinuteCount
+from intake.sightings import merges_carry
 from intake.tokens import token_create
 from ledger.models import InboundEvent
 from quests.models import Quest
@@ -54,9 +58,19 @@ def test_a_burst_from_the_sdk_makes_one_quest_with_its_count(live_server, token,
         "signal_merged",
         "signal_sensed",
     ]
+    assert MinuteCount.objects.get().signals == 4
     worker.step()
     (row,) = Quest.objects.all()
-    assert row.signal_count == 4 and row.state == "triaged"
+    # the second export's repeat is merged at once; the next two wait for the window's end
+    assert row.signal_count == 2 and row.state == "triaged"
+    window = MergeWindow.objects.get()
+    merges_carry(
+        window.workspace,
+        row.quest_id,
+        window.last_event_at + timedelta(seconds=settings.EPHYRA_MERGE_WINDOW_SECONDS),
+    )
+    worker.step()
+    assert Quest.objects.get().signal_count == 4
 
 
 def test_an_ignored_error_from_the_sdk_is_muted_and_its_repeats_counted(

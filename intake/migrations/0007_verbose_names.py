@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('intake', '0004_triage_routes'),
+        ('intake', '0006_minute_counts_merge_windows'),
     ]
 
     operations = [
