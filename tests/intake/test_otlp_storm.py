@@ -28,10 +28,10 @@ from intake.tasks import carry_merges
 from intake.tokens import token_create
 from journal.store import REF_PREFIX
 from ledger.models import InboundEvent
-from ledger.worker import Worker
 from quests.models import Quest
 from tests.intake.conftest import deliver, fixture_bytes
 from tests.intake.test_otlp_refusals import PROTOBUF, post
+from worker.loop import Worker
 
 STORM = 40_000
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)

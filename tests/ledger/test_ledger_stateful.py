@@ -45,7 +45,7 @@ from worker import delivery
 
 S = Operation.State
 MAX_DELIVERIES = 3
-# The transitions an operation may make, and nothing else (ledger/delivery.py).
+# The transitions an operation may make, and nothing else (ledger/operations.py).
 ALLOWED = {
     S.PENDING: {S.STARTED, S.FAILED},  # claimed; or superseded, recorded as failed
     S.STARTED: {S.SUCCEEDED, S.FAILED, S.AMBIGUOUS, S.PENDING, S.DEAD},
