@@ -11,8 +11,9 @@ with traffic, and the workspace's worker is not buried under them (``docs/triage
   within the window after one are *held* on the quest's ``MergeWindow`` and carried by its next
   event, so the journal's count catches up with every signal;
 - the next event is the next export's after the window, or the one a timer submits when the
-  window ends (``intake.tasks.carry_merges``, through Celery when the doorbell is on); with no
-  timer and no later signal, the held ones wait in the table, counted, until one comes.
+  window ends (``intake.tasks.carry_merges``, through Celery when the doorbell is on), or the
+  one the workspace's worker submits when it finds the window over (``merges_sweep``, on each
+  of its passes: the sweep that needs no broker).
 """
 
 from __future__ import annotations
@@ -124,6 +125,16 @@ def merges_carry(workspace, quest: str, now: datetime) -> SignalMerged | None:
         row.save(update_fields=["last_event_at", "held", "signal_id", "severity", "title"])
         submit_events(workspace, [event], source="otlp")
     return event
+
+
+def merges_sweep(workspace, now: datetime) -> int:
+    """Carry every held window of the workspace that is over at ``now`` (the worker calls this
+    on each pass, so held signals are carried without a Celery timer too); how many."""
+    due = now - timedelta(seconds=settings.EPHYRA_MERGE_WINDOW_SECONDS)
+    quests = MergeWindow.objects.filter(
+        workspace=workspace, held__gt=0, last_event_at__lte=due
+    ).values_list("quest_id", flat=True)
+    return sum(merges_carry(workspace, quest, now) is not None for quest in list(quests))
 
 
 def minutes_count(workspace, fingerprints: Counter[str], at: datetime) -> None:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.ports import retry_safe
+from intake.sightings import merges_sweep
 from ledger.lease import (
     Fence,
     LeaseLost,
@@ -175,8 +176,16 @@ class Worker:
         for workspace_id, fence in held:
             try:
                 self.drain(fence)
+                self.sweep(fence)
             except LeaseLost:
                 self._refused(workspace_id)
+
+    def sweep(self, fence: Fence) -> None:
+        """Carry the repeated signals held past their merge window (``intake.sightings``): a
+        timer does it through Celery; this catches what no timer did (no broker, a lost one)."""
+        workspace = Workspace.objects.get(pk=fence.workspace_id)
+        if merges_sweep(workspace, timezone.now()):
+            self.wake.set()  # the carrying events are queued: apply them on the next pass
 
     def drain(self, fence: Fence) -> None:
         """Work the workspace's queue until it is empty (or the lease is gone)."""

@@ -171,6 +171,21 @@ def test_held_repeats_are_carried_when_the_window_ends_without_another_export(
     assert Quest.objects.get().signal_count == 6 == counted()
 
 
+def test_held_repeats_are_carried_by_the_worker_when_no_timer_runs(
+    ingest_token, workspace, worker
+):
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    receive(ingest_token, copies(1, at=1), start)
+    receive(ingest_token, copies(1, at=2), start + timedelta(seconds=1))  # merged at once
+    receive(ingest_token, copies(4, at=3), start + timedelta(seconds=2))  # held, no timer here
+    assert MergeWindow.objects.get().held == 4
+    worker.step()  # the window is long over: the worker's sweep carries what it held
+    worker.step()
+    assert merged_counts(workspace) == [1, 4]
+    assert MergeWindow.objects.get().held == 0
+    assert Quest.objects.get().signal_count == 6 == counted()
+
+
 def test_an_exporters_retry_of_a_held_export_is_counted_once(ingest_token, workspace):
     receive(ingest_token, copies(2, at=1), T0)
     held = copies(3, at=2)
