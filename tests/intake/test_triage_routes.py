@@ -9,6 +9,7 @@ reopen of a closed quest, and a burst of one fingerprint spread over many export
 from __future__ import annotations
 
 import hashlib
+import itertools
 from datetime import timedelta
 
 import pygit2
@@ -156,11 +157,16 @@ def send(client, token, kind, *messages) -> None:
     assert response.status_code == 200, response.content
 
 
+_ADVANCES = itertools.count(1)
+
+
 def advance(workspace, worker, quest_id: str, until: str, **patch) -> QuestValue:
     """Move a quest along the main line by submitting each event and draining the worker, as
     people and agents would; ``patch`` overrides the recorded head and base."""
     story = Story(quest_id)
-    story.n = 100  # clear of any id the quest's own events used
+    # Clear of any id the quest's own events used, and of an earlier call's: an event id names
+    # one event, and a different event under a taken id is refused.
+    story.n = 100 * next(_ADVANCES)
     for _ in range(20):
         current = quest(workspace, quest_id)
         if str(current.state) == until:
