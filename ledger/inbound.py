@@ -90,23 +90,32 @@ REQUESTS = frozenset({RESOLVE, REPAIR})
 
 
 def submit_resolution(
-    workspace, key: str, status: str, *, actor: str, note: str = ""
+    workspace, key: str, status: str, *, actor: str, note: str = "", event_id: str = ""
 ) -> InboundEvent:
     """A person's verdict on an ambiguous or dead operation (``succeeded``, ``failed``, or
-    ``absent`` to deliver it again), for the worker to apply under its fence and audit."""
+    ``absent`` to deliver it again), for the worker to apply under its fence and audit.
+
+    ``event_id``: the caller's idempotent id for the request (the action layer derives it from
+    a form's token); the same id again returns the first row. Blank: a fresh id each time."""
     if status not in {"succeeded", "failed", "absent"}:
         raise ValueError(f"a resolution is succeeded, failed or absent, not {status!r}")
     at = timezone.now()
-    digest = hashlib.sha256(f"{key}|{status}|{actor}|{at.isoformat()}".encode()).hexdigest()
-    row = InboundEvent.objects.create(
-        workspace=workspace,
-        event_id=f"resolve-{digest[:24]}",
-        quest_id=key.split(":", 1)[0],
-        type=RESOLVE,
-        payload={"key": key, "status": status, "actor": actor, "note": note},
-        source=actor,
-        received_at=at,
-    )
+    if not event_id:
+        digest = hashlib.sha256(f"{key}|{status}|{actor}|{at.isoformat()}".encode()).hexdigest()
+        event_id = f"resolve-{digest[:24]}"
+    try:
+        with transaction.atomic():
+            row = InboundEvent.objects.create(
+                workspace=workspace,
+                event_id=event_id,
+                quest_id=key.split(":", 1)[0],
+                type=RESOLVE,
+                payload={"key": key, "status": status, "actor": actor, "note": note},
+                source=actor,
+                received_at=at,
+            )
+    except IntegrityError:  # the same request, submitted twice at once
+        return InboundEvent.objects.get(workspace=workspace, event_id=event_id)
     transaction.on_commit(lambda: ring(workspace.pk))
     return row
 

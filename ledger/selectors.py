@@ -70,6 +70,51 @@ def operations(
     return rows.order_by("-pk")
 
 
+@dataclass(frozen=True)
+class LedgerFilters:
+    workspace: str = ""
+    state: str = ""
+    type: str = ""
+    quest: str = ""
+
+
+def ledger_page(workspace_slugs: list[str], filters: LedgerFilters, page: int = 1) -> Page:
+    """One page of the operations of these workspaces matching ``filters``, newest first:
+    two queries (the count and the rows). A workspace outside ``workspace_slugs`` lists
+    nothing."""
+    slugs = workspace_slugs
+    if filters.workspace:
+        slugs = [filters.workspace] if filters.workspace in workspace_slugs else []
+    rows = operations(slugs, state=filters.state, type=filters.type, quest=filters.quest)
+    return Paginator(rows, PAGE_SIZE).get_page(page)
+
+
+def operation_totals(workspace_slugs: list[str]) -> dict[str, int]:
+    """Operations per state over these workspaces, in one query: {state: n}, every state."""
+    totals = dict.fromkeys(Operation.State.values, 0)
+    rows = (
+        Operation.objects.filter(workspace__slug__in=workspace_slugs)
+        .values_list("state")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for state, n in rows:
+        totals[state] = n
+    return totals
+
+
+def operation_of(workspace_slugs: list[str], workspace: str, key: str) -> Operation | None:
+    """The operation ``key`` of ``workspace``, with its workspace, in one query; None when
+    there is none or the workspace is not among ``workspace_slugs`` (not revealed to exist)."""
+    if workspace not in workspace_slugs:
+        return None
+    return (
+        Operation.objects.select_related("workspace")
+        .filter(workspace__slug=workspace, key=key)
+        .first()
+    )
+
+
 def operation_counts(workspace_slugs: list[str]) -> dict[str, dict[str, int]]:
     """Operations per workspace and state, in one query: {slug: {state: n}}."""
     counts: dict[str, dict[str, int]] = {slug: {} for slug in workspace_slugs}

@@ -1,5 +1,5 @@
 """What a person does to a quest: claim, release, decide a checkpoint, comment, pause, resume,
-kill, record a revision of the patch.
+kill, record a revision of the patch; and, for an admin, settle a ledger operation.
 
 Every page, API view, command and test that acts for a person calls these; nothing else builds
 a reviewer's event. Each action
@@ -19,13 +19,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.utils import timezone
 
 from ephyra.core import events as ev
 from ephyra.core.machine import decide
 from ephyra.core.quest import Quest as QuestValue
-from ledger.inbound import EventConflict, submit_event, wait_for
-from ledger.models import InboundEvent
+from ledger.inbound import EventConflict, submit_event, submit_resolution, wait_for
+from ledger.models import InboundEvent, Operation
 from quests.models import Quest, Workspace
 from quests.roles import require
 from quests.workspaces import workspace_policy
@@ -127,6 +128,71 @@ def quest_kill(user, quest: Quest, *, reason: str, seen: Seen, key: str) -> Subm
 def human_revision_record(user, quest: Quest, *, head: str, seen: Seen, key: str) -> Submitted:
     """A person pushed their own revision of the patch: proof runs again for ``head``."""
     return _act(user, quest, "revise", ev.HumanRevision, {"head": head}, seen=seen, key=key)
+
+
+RESOLUTIONS = ("succeeded", "failed", "absent")
+# Operations that wait for a person's verdict: a write whose outcome is unknown, a job that
+# kept failing. The worker refuses any other (worker.delivery.resolve_by_person).
+RESOLVABLE = (Operation.State.AMBIGUOUS, Operation.State.DEAD)
+
+
+@dataclass
+class Resolution:
+    """A person's verdict on an operation, queued for the worker. ``outcome`` is applied,
+    queued (the worker has not answered yet) or refused (with ``reason``)."""
+
+    operation: Operation
+    verdict: str
+    row: InboundEvent
+
+    @property
+    def outcome(self) -> str:
+        return {"applied": "applied", "pending": "queued"}.get(self.row.state, "refused")
+
+    @property
+    def reason(self) -> str:
+        return self.row.result.get("reason") or self.row.result.get("error", "")
+
+    @property
+    def state(self) -> str:
+        """The operation's state after the worker applied the verdict ("" before)."""
+        return self.row.result.get("state", "")
+
+
+def operation_resolve(user, op: Operation, *, verdict: str, note: str, key: str) -> Resolution:
+    """Settle an ambiguous or dead operation: it landed (``succeeded``), it did not and must
+    not be tried again (``failed``), or it did not and may be delivered again (``absent``).
+
+    An admin of the operation's workspace only (``PermissionDenied``); the note is required.
+    The verdict is queued for the workspace's worker, which applies and audits it
+    (``operation.resolved``, the account as its actor); this waits up to
+    ``EPHYRA_ACTION_WAIT_MS`` for the worker's answer. The same ``key`` again returns the first
+    answer, so a double click resolves once; an operation in any other state is ``Refused``."""
+    workspace = op.workspace
+    require(user, workspace, "administer")
+    if verdict not in RESOLUTIONS:
+        raise Invalid(f"a verdict is succeeded, failed or absent, not {verdict!r}")
+    note = _text(note, "note", required=True)
+    if not key or len(key) > 200:
+        raise Invalid("an action needs an idempotency key of 1 to 200 characters")
+    actor = user.get_username()
+    digest = hashlib.sha256(f"{workspace.pk}|{op.key}|{key}".encode()).hexdigest()
+    event_id = f"resolve-{digest[:24]}"
+    payload = {"key": op.key, "status": verdict, "actor": actor, "note": note}
+    row = InboundEvent.objects.filter(workspace=workspace, event_id=event_id).first()
+    if row is not None and row.payload != payload:
+        raise Invalid(
+            "this idempotency key was used for a different resolution; "
+            "reload the page and try again"
+        )
+    if row is None:
+        if op.state not in RESOLVABLE:
+            raise Refused(f"{op.key} is {op.state}; only ambiguous or dead operations are resolved")
+        row = submit_resolution(
+            workspace, op.key, verdict, actor=actor, note=note, event_id=event_id
+        )
+    wait_for(row, settings.EPHYRA_ACTION_WAIT_MS / 1000)
+    return Resolution(op, verdict, row)
 
 
 def event_id_for(workspace: Workspace, quest_id: str, key: str) -> str:
