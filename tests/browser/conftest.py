@@ -34,15 +34,27 @@ def pytest_report_header(config):
     return f"browser screenshots: {SHOTS}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module", autouse=True)
+def _orm_beside_playwright():
+    """Playwright's sync API runs an event loop in this thread; Django's ORM refuses to run
+    where a loop runs unless told that the loop never calls it (here it does not). For these
+    modules only, database teardowns included: the variable must not leak into later tests or
+    the processes they start (``check --deploy`` refuses it)."""
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if before is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture(scope="module")
 def browser():
     if not shutil.which(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (CI installs it)")
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API runs an event loop in this thread; Django's ORM refuses to run
-    # where a loop runs unless told that the loop never calls it (here it does not).
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
