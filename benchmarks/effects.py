@@ -54,6 +54,7 @@ from quests.engine import quest_apply  # noqa: E402
 from quests.models import Quest, Workspace  # noqa: E402
 from tests.core.story import Story  # noqa: E402
 from tests.ledger.harness import WorkerProcess, worker_env  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 QUESTS = 100
 CHUNK = 500
@@ -127,8 +128,8 @@ def time_ledger(ws: Workspace, tmp: Path, effects: int) -> float:
     )
     worker = WorkerProcess(["manage.py", "worker", "--loglevel", "WARNING"], env, tmp / "ours")
     try:
-        ready = wait(lambda: Lease.objects.filter(workspace=ws).exclude(owner="").exists(), 120)
-        assert ready, worker.tail()
+        held = Lease.objects.filter(workspace=ws).exclude(owner="")
+        assert wait_until(held.exists, 120), worker.tail()
         heads = list(Quest.objects.filter(workspace=ws).values_list("quest_id", "journal_head"))
         started = time.perf_counter()
         for start in range(0, effects, CHUNK):
@@ -145,7 +146,7 @@ def time_ledger(ws: Workspace, tmp: Path, effects: int) -> float:
                 )
             ring(ws.pk)
         done = Operation.objects.filter(workspace=ws, type=NOOP_TYPE, state="succeeded")
-        assert wait(lambda: done.count() == effects, 3600, interval=0.02), worker.tail()
+        assert wait_until(lambda: done.count() == effects, 3600, interval=0.02), worker.tail()
         took = time.perf_counter() - started
     finally:
         worker.stop(signal.SIGTERM)
@@ -174,27 +175,18 @@ def time_celery(tmp: Path, effects: int) -> float:
     worker = WorkerProcess(command, env, tmp / "celery")
     try:
         app.send_task("bench.noop", queue=queue)  # a first task: the worker is consuming
-        assert wait(lambda: queued(queue) == 0, 120), worker.tail()
+        assert wait_until(lambda: queued(queue) == 0, 120), worker.tail()
         time.sleep(0.5)  # ... and has finished it
         started = time.perf_counter()
         for _ in range(effects):
             app.send_task("bench.noop", queue=queue)
         # With prefetch 1 and late acks at most one message is past the queue and unfinished;
         # a no-op finishes within a millisecond of being taken.
-        assert wait(lambda: queued(queue) == 0, 3600, interval=0.02), worker.tail()
+        assert wait_until(lambda: queued(queue) == 0, 3600, interval=0.02), worker.tail()
         took = time.perf_counter() - started
     finally:
         worker.stop(signal.SIGTERM)
     return effects / took
-
-
-def wait(predicate, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 if __name__ == "__main__":

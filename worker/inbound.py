@@ -68,14 +68,8 @@ def apply_inbound(fence: Fence, workspace: Workspace, row: InboundEvent) -> None
     if row.type == REPAIR:
         _apply_repair(fence, workspace, row)
         return
-    try:
-        event = parse_event(row.payload)
-    except ValueError as exc:
-        _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
-        return
-    stale = _moved_on(workspace, row)
-    if stale:
-        _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": stale, "stale": True})
+    event = _applicable(fence, workspace, row)
+    if event is None:
         return
     try:
         fenced_apply(
@@ -99,15 +93,8 @@ def apply_group(fence: Fence, workspace: Workspace, rows: Sequence[InboundEvent]
         return
     parsed: list[tuple[InboundEvent, BaseEvent]] = []
     for row in rows:
-        try:
-            event = parse_event(row.payload)
-        except ValueError as exc:
-            _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
-            continue
-        stale = _moved_on(workspace, row)
-        if stale:
-            _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": stale, "stale": True})
-        else:
+        event = _applicable(fence, workspace, row)
+        if event is not None:
             parsed.append((row, event))
     if not parsed:
         return
@@ -129,6 +116,21 @@ def apply_group(fence: Fence, workspace: Workspace, rows: Sequence[InboundEvent]
         log.warning("a group of %d inbound events raised; applying them one by one", len(parsed))
         for row, _ in parsed:
             apply_inbound(fence, workspace, row)
+
+
+def _applicable(fence: Fence, workspace: Workspace, row: InboundEvent) -> BaseEvent | None:
+    """The row's event, or None when the row is settled here: ``dead`` when it is not an
+    event, ``refused`` when the person who sent it saw a quest that has moved on since."""
+    try:
+        event = parse_event(row.payload)
+    except ValueError as exc:
+        _inbound_done(fence, row, InboundEvent.State.DEAD, {"error": str(exc)})
+        return None
+    stale = _moved_on(workspace, row)
+    if stale:
+        _inbound_done(fence, row, InboundEvent.State.REFUSED, {"reason": stale, "stale": True})
+        return None
+    return event
 
 
 def _moved_on(workspace: Workspace, row: InboundEvent) -> str | None:
