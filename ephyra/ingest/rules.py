@@ -2,7 +2,7 @@
 
 Each rule replaces what it finds with ``[redacted:<name>]``. ``positives`` are pairs of (text,
 what that rule alone turns it into); ``negatives`` are texts the *whole* redaction must leave
-exactly as they are. ``tests/ingest/test_redaction_rules.py`` iterates this table, and
+exactly as they are. ``tests/ingest/test_redaction.py`` iterates this table, and
 ``docs/ingest.md`` lists every rule by name (a test checks the two agree).
 
 Order matters: specific token formats first (so a GitHub token is called a GitHub token, not
@@ -10,16 +10,23 @@ Order matters: specific token formats first (so a GitHub token is called a GitHu
 address), and the generic detectors last.
 
 A pattern either replaces its whole match or, when it has groups named ``secret...``, only those
-groups (so ``password=hunter2`` keeps its key and ``"token": "x"`` keeps its quotes). ``hints``
-are cheap substring tests, one of which must occur (``hints_lower`` against the lowercased text)
-before the regular expression runs; ``needs`` are what every match contains (a character, or
-``upper``/``digit``/``sep`` for an uppercase letter, a digit, ``:`` or ``=``), so a line that
-lacks one skips the rule untouched; and ``screen`` names another cheap precondition (enough
-digits, dots or colons, a long enough unbroken run): most texts carry no secret, and a substring
-test is far cheaper than a scan. A ``lower`` rule's pattern runs on the lowercased text (one case
-for the regular expression engine is several times faster than ``(?i)``) and its spans are
-replaced in the original. ``check`` names a validator (in ``redact.py``) applied to the secret
-text; the match is left alone when it fails (a Luhn checksum, an address that does not parse).
+groups (so ``password=hunter2`` keeps its key and ``"token": "x"`` keeps its quotes). A
+``lower`` rule's pattern runs on the lowercased text (one case for the regular expression engine
+is several times faster than ``(?i)``) and its spans are replaced in the original. ``check``
+names a validator (in ``redact.py``) applied to the secret text; the match is left alone when it
+fails (a Luhn checksum, an address that does not parse).
+
+The rest says when a rule cannot change a text, so that most texts skip most rules unscanned;
+each must hold for every match the rule acts on (``tests/ingest/test_redaction.py`` checks it on
+every example and on fuzzed text, and the reference comparison would find a wrong one):
+
+- ``hints``: one of these substrings is in every match (``hints_lower``: one is in the match's
+  lowercase copy);
+- ``needs``: each of these characters is in every match;
+- ``screen``: a cheap test (named in ``redact.SCREENS``) that every line holding a match passes.
+
+None of them holds a digit, and a screen tells digits apart from other characters but not from
+each other: ``redact.py`` remembers which rules a line wakes by the line with its digits made 0.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ class Rule:
     negatives: tuple[str, ...]
     hints: tuple[str, ...] = ()
     hints_lower: tuple[str, ...] = ()
-    needs: tuple[str, ...] = ()
+    needs: str = ""
     screen: str = ""
     check: str = ""
     lower: bool = False
@@ -124,16 +131,15 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="jwt",
-        needs=("upper", "."),
         description="JSON Web Tokens: three base64url parts, the first two JSON objects",
         pattern=r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
         hints=("eyJ",),
+        needs="J.",
         positives=((f"jwt={_JWT}", "jwt=[redacted:jwt]"),),
         negatives=("eyJ alone", "header.payload.signature"),
     ),
     Rule(
         name="aws-access-key-id",
-        needs=("upper",),
         description="AWS access key ids (AKIA…, ASIA… and the other documented prefixes)",
         pattern=r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b",
         hints=(
@@ -149,15 +155,16 @@ RULES: tuple[Rule, ...] = (
             "ANVA",
             "APKA",
         ),
+        needs="A",
         positives=(("key AKIAIOSFODNN7EXAMPLE used", "key [redacted:aws-access-key-id] used"),),
         negatives=("AKIA", "ASIAN markets", "AKIAIOSFODNN7"),
     ),
     Rule(
         name="github-token",
-        needs=("_",),
         description="GitHub tokens: ghp_, gho_, ghu_, ghs_, ghr_ and fine-grained github_pat_",
         pattern=r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
         hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        needs="_",
         positives=(
             (f"git push with {_GHP}", "git push with [redacted:github-token]"),
             (
@@ -169,10 +176,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="gitlab-token",
-        needs=("-",),
         description="GitLab personal, deploy and runner tokens (glpat-, gldt-, glrt-)",
         pattern=r"\b(?:glpat|gldt|glrt)-[A-Za-z0-9_-]{20,}",
         hints=("glpat-", "gldt-", "glrt-"),
+        needs="-",
         positives=(
             ("PRIVATE-TOKEN glpat-xxxxxxxxxxxxxxxxxxxx1", "PRIVATE-TOKEN [redacted:gitlab-token]"),
         ),
@@ -180,10 +187,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="slack-token",
-        needs=("-",),
         description="Slack bot, user, app and refresh tokens (xoxb-, xoxp-, xoxa-, xoxr-, xapp-)",
-        pattern=r"\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})",
+        pattern=r"\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,})",
         hints=("xox", "xapp-"),
+        needs="-",
         positives=(
             ("xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp", "[redacted:slack-token]"),
             ("app token xapp-1-A0123456789-1234567890-abcdef", "app token [redacted:slack-token]"),
@@ -192,10 +199,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="slack-webhook",
-        needs=(".",),
         description="Slack incoming-webhook URLs (the host stays, the secret path goes)",
         pattern=r"hooks\.slack\.com/(?P<secret>(?:services|workflows|triggers)/[A-Za-z0-9/_-]+)",
         hints=("hooks.slack.com",),
+        needs="./",
         positives=(
             (
                 "post https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
@@ -206,19 +213,19 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="anthropic-key",
-        needs=("-",),
         description="Anthropic API keys (sk-ant-…)",
         pattern=r"\bsk-ant-[A-Za-z0-9_-]{20,}",
         hints=("sk-ant-",),
+        needs="-",
         positives=(("sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345", "[redacted:anthropic-key]"),),
         negatives=("sk-ant-short",),
     ),
     Rule(
         name="openai-key",
-        needs=("-",),
         description="OpenAI-style API keys (sk-…, sk-proj-…)",
         pattern=r"\bsk-(?!ant-)[A-Za-z0-9_-]{20,}",
         hints=("sk-",),
+        needs="-",
         positives=(
             (
                 "Incorrect API key provided: sk-proj-abcdEFGH1234ijklMNOP5678",
@@ -229,19 +236,19 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="stripe-key",
-        needs=("_",),
         description="Stripe secret and restricted keys, live and test (sk_live_, rk_live_…)",
         pattern=r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
         hints=("k_live_", "k_test_"),
+        needs="_",
         positives=(("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe [redacted:stripe-key]"),),
         negatives=("sk_live_", "publishable pk_live_ keys are public"),
     ),
     Rule(
         name="google-api-key",
-        needs=("upper",),
         description="Google API keys (AIza followed by 35 characters)",
         pattern=r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",
         hints=("AIza",),
+        needs="A",
         positives=(
             ("key=AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "key=[redacted:google-api-key]"),
         ),
@@ -249,10 +256,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="url-credentials",
-        needs=(":", "@"),
         description="user:password@ in URLs; the scheme, host and path stay",
         pattern=r"""://(?P<secret>[^\s/?#@"'<>]+)@(?=[^\s/?#@"'<>])""",
         hints=("://",),
+        needs=":/@",
         positives=(
             (
                 "postgres://app:s3cr3t@db.internal:5432/shop",
@@ -293,7 +300,6 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="secret",
-        needs=("sep",),
         description=(
             "values of secret-named keys (password, token, api_key, secret, cookie, session, …) in "
             'key=value, key: value and JSON/Python-dict "key": "value" forms'
@@ -311,6 +317,7 @@ RULES: tuple[Rule, ...] = (
             "session",
             "credential",
         ),
+        hints=(":", "="),
         check="secret-key",
         positives=(
             (
@@ -344,10 +351,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="aws-secret-key",
-        needs=("upper", "digit"),
         description="AWS secret access keys: 40 base64 characters, mixed case, digits, entropy",
         pattern=r"(?<![A-Za-z0-9/+=])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-        screen="run:40",
+        screen="mixed-run-40",
         check="aws-secret",
         positives=((f"aws {_AWS_SECRET} end", "aws [redacted:aws-secret-key] end"),),
         negatives=(
@@ -358,10 +364,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="email",
-        needs=("@", "."),
         description="e-mail addresses",
-        pattern=r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b",
-        hints=("@",),
+        # Not begun inside a word; may begin right after a glue character (".", "-", "+", "%"):
+        # in "a@b.co-x@y.com" the second address is found in the same pass as the first.
+        pattern=r"(?<!\w)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b",
+        needs="@.",
         positives=(
             ("user alice.smith+shop@example.co.uk not found", "user [redacted:email] not found"),
         ),
@@ -374,10 +381,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="credit-card",
-        needs=("digit",),
         description="payment card numbers: 13-19 digits, a card prefix, a valid Luhn checksum",
         pattern=r"(?<![0-9.-])(?P<secret>[2-6][0-9]{3}(?:[ -]?[0-9]){9,15})(?![0-9-])",
-        screen="digits:13",
+        screen="13-digits",
         check="luhn",
         positives=(
             ("card 4111 1111 1111 1111 declined", "card [redacted:credit-card] declined"),
@@ -392,14 +398,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="ipv6",
-        needs=(":",),
         description="IPv6 addresses (validated by the standard library; at least one digit)",
         pattern=(
             r"(?<![\w:.])(?P<secret>(?:[0-9A-Fa-f]{0,4}:){2,7}"
-            r"(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?)(?![\w:])"
+            r"(?:[0-9A-Fa-f]{1,4}|[0-9]{1,3}(?:\.[0-9]{1,3}){3})?)(?![\w:])"
         ),
-        screen="colons",
+        screen="ipv6",
         check="ipv6",
+        needs=":",
         positives=(
             ("from 2001:db8::8a2e:370:7334 refused", "from [redacted:ipv6] refused"),
             ("peer fe80:0:0:0:0:0:0:1 down", "peer [redacted:ipv6] down"),
@@ -415,13 +421,13 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="ipv4",
-        needs=(".", "digit"),
         description="IPv4 addresses (each octet 0-255; not part of a longer dotted number)",
         pattern=(
-            r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
-            r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w]|\.\d)"
+            r"(?<![\w.])(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+            r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?![\w]|\.[0-9])"
         ),
         screen="ipv4",
+        needs=".",
         positives=(
             ("connect to 10.0.0.12:5432 timed out.", "connect to [redacted:ipv4]:5432 timed out."),
             ("client 203.0.113.7", "client [redacted:ipv4]"),
@@ -430,14 +436,13 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="high-entropy",
-        needs=("upper", "digit"),
         description=(
             "long random-looking tokens: 24+ characters of base64/base62 with upper and lower case "
             "and a digit, Shannon entropy >= 3.5 bits per character, not made of words. Pure hex "
             "(commit SHAs, digests, trace ids) and UUIDs are kept: they identify, they do not grant"
         ),
         pattern=r"(?<![A-Za-z0-9+/=_-])(?P<secret>[A-Za-z0-9+/_=-]{24,})(?![A-Za-z0-9+/=_-])",
-        screen="run:24",
+        screen="mixed-run-24",
         check="entropy",
         positives=(
             ("X-Upload-Id: Zk8qR2vLw9XbT4mN7pQs1YcH", "X-Upload-Id: [redacted:high-entropy]"),
