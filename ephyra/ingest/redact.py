@@ -1,8 +1,14 @@
 """Redaction: every text that leaves the ingest package has been through ``redact``.
 
-What ``redact(text)`` returns, by definition: the rules of ``rules.py``, in table order, each
-over the whole text, replace what they find with their placeholder; after any change, from the
-first rule again; until no rule changes the text.
+What ``redact(text)`` returns, by definition:
+
+1. **Normalised**: every character in ``INVISIBLE`` is dropped. They render as nothing (a
+   zero-width space or joiner, a BOM, a soft hyphen, a bidirectional control, a variation
+   selector), so a secret with one inside looks whole to a reader while no pattern matches it.
+   The rules read the normalised text, and it is what comes back, so what callers store.
+2. **Redacted**: the rules of ``rules.py``, in table order, each over the whole text, replace
+   what they find with their placeholder; after any change, from the first rule again; until no
+   rule changes the text.
 
 ``tests/ingest/redaction_reference.py`` is that definition and nothing else; the tests hold this
 module equal to it on fuzzed and pinned texts. It is idempotent: a placeholder is never taken
@@ -52,6 +58,19 @@ MAX_CHANGES = 2 * len(RULES)
 LINE_CACHE_SIZE = 32_768  # lines remembered per generation (raw → redacted, in memory only)
 MAX_CACHED_LINE = 512
 
+# Unicode's default-ignorable code points (DerivedCoreProperties.txt), the characters a renderer
+# shows as nothing: U+00AD soft hyphen, U+034F combining grapheme joiner, U+061C, U+200E/F,
+# U+202A-E and U+2066-9 bidirectional marks, U+115F/60, U+3164 and U+FFA0 Hangul fillers,
+# U+17B4/5, U+180B-F Mongolian selectors and vowel separator, U+200B-D zero-width space and
+# joiners, U+2060-4 word joiner and invisible operators, U+206A-F, U+FE00-F and U+E0100-EF
+# variation selectors, U+FEFF BOM, U+1BCA0-3, U+1D173-A, the tag characters U+E0000-7F, and
+# the code points reserved for more of the same.
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
 _WORDS = re.compile(r"[a-z]{4,}|[A-Z][a-z]{3,}")
 _SEGMENTS = re.compile(r"[-_/]")
 _UPPER = re.compile(r"[A-Z]")
@@ -59,6 +78,11 @@ _LOWER = re.compile(r"[a-z]")
 _DIGIT = re.compile(r"[0-9]")
 _KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def normalise(text: str) -> str:
+    """``text`` without the characters in ``INVISIBLE`` (none is ASCII)."""
+    return text if text.isascii() else INVISIBLE.sub("", text)
 
 
 def shannon_entropy(text: str) -> float:
@@ -357,8 +381,9 @@ def set_line_cache_size(size: int) -> int:
 
 
 def _whole_text_rules(text: str) -> str:
-    """``text`` with the private-key rule applied to it (it spans lines)."""
-    return _PRIVATE_KEY.apply(text, text) if "PRIVATE KEY" in text else text  # in every match
+    """``text`` normalised, and the private-key rule applied to it (it spans lines)."""
+    text = normalise(text)
+    return _PRIVATE_KEY.apply(text, text) if "PRIVATE KEY" in text else text  # its hint
 
 
 def redact_lines(text: str) -> list[str]:
@@ -368,7 +393,8 @@ def redact_lines(text: str) -> list[str]:
 
 
 def redact(text: str) -> str:
-    """``text`` with every secret the rules recognise replaced by its typed placeholder."""
+    """``text`` normalised, with every secret the rules recognise replaced by its typed
+    placeholder."""
     found = _cache.get(text)  # most texts are one line, and most lines were seen before
     if found is not None:
         return found
@@ -380,4 +406,4 @@ def redact(text: str) -> str:
 
 def is_secret_key(key: str) -> bool:
     """Whether an attribute named ``key`` holds a secret (``db.password``, ``X-Api-Key``…)."""
-    return key.lower().endswith(SECRET_KEY_WORDS)
+    return normalise(key).lower().endswith(SECRET_KEY_WORDS)

@@ -1,5 +1,5 @@
-"""The redaction table, rule by rule, and the promise that nothing unredacted leaves.
-(``test_redaction_reference.py`` holds the fast path equal to the definition.)"""
+"""The redaction table, rule by rule; what it normalises; and the promise that nothing
+unredacted leaves. (``test_redaction_reference.py`` holds the fast path equal to the definition.)"""
 
 from __future__ import annotations
 
@@ -101,6 +101,7 @@ def test_the_documentation_lists_every_rule():
         ("csrftoken", True),
         ("accessToken", True),
         ("session_id", True),
+        ("db.pass\u200bword", True),
         ("password_reset", False),
         ("max_tokens", False),
         ("monkey", False),
@@ -115,6 +116,47 @@ def test_secret_keys_are_recognised_by_how_their_name_ends(key, secret):
 def test_entropy_is_bits_per_character():
     assert shannon_entropy("") == 0.0 and shannon_entropy("aaaa") == 0.0
     assert shannon_entropy("abcd") == 2.0
+
+
+# -- invisible characters (defect 16) --------------------------------------------------------
+
+HIDERS = {
+    "zero-width space": "\u200b",
+    "zero-width non-joiner": "\u200c",
+    "zero-width joiner": "\u200d",
+    "word joiner": "\u2060",
+    "byte order mark": "\ufeff",
+    "soft hyphen": "\u00ad",
+    "left-to-right mark": "\u200e",
+    "right-to-left override": "\u202e",
+    "first strong isolate": "\u2068",
+    "variation selector 16": "\ufe0f",
+    "tag letter a": "\U000e0061",
+    "Hangul filler": "\u3164",
+    "Mongolian vowel separator": "\u180e",
+}
+
+
+@pytest.mark.parametrize("hider", HIDERS.values(), ids=HIDERS.keys())
+def test_an_invisible_character_inside_a_secret_does_not_hide_it(hider):
+    assert (
+        redact(f"key AKIAIOSF{hider}ODNN7EXAMPLE used") == "key [redacted:aws-access-key-id] used"
+    )
+    trace = f"Traceback\n  token ghp_{hider}{'a1B2c3D4e5' * 4}\nValueError: no"
+    assert redact_lines(trace) == ["Traceback", "  token [redacted:github-token]", "ValueError: no"]
+
+
+def test_the_text_returned_is_the_normalised_text():
+    text = "caf\u00e9\u200b \u2067RTL\u2069 ok\ufe0f \U0001f600\u200d\U0001f600"
+    assert redact(text) == "caf\u00e9 RTL ok \U0001f600\U0001f600"
+    assert redact_lines(f"a\u200bb\n{text}") == ["ab", redact(text)]
+
+
+def test_exactly_the_default_ignorable_characters_are_dropped():
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    kept = "".join(c for c in everything if not reference.is_invisible(c))
+    assert redact_module.normalise(everything) == kept
+    assert len(everything) - len(kept) == 4174  # the count Unicode's file gives
 
 
 # -- leads from review ------------------------------------------------------------------------

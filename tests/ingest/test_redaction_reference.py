@@ -21,12 +21,13 @@ EXAMPLES = [text for rule in RULES for text, _ in rule.positives] + [
 LINE_EXAMPLES = sorted({t for t in EXAMPLES if "\n" not in t})
 # What joins or breaks secrets: separators, the characters patterns and lookarounds read,
 # placeholders and their pieces, addresses to glue, characters whose lowercase changes length
-# or is ASCII, and fragments of secrets.
+# or is ASCII, invisible characters, and fragments of secrets.
 GLUE = [
     *(" ", "\n", "\t", "=", ":", "@", "-", ".", "+", "%", "/", "_", "]", "'", '"', "\\", ","),
     *("a@b.co", "x@y.com", "[redacted:", "[redacted:secret]", "0", "1.2.3.4", "::1"),
     *("Bearer ", "Basic ", "password=", "token: ", "://", "user:pw@", "eyJ", "AKIA", "sk-"),
     *("\u0130", "\u212a", "\u017f", "\u00df", "\u00e9", "\u65e5", "\U0001f600"),
+    *("\u200b", "\u200d", "\u00ad", "\ufeff", "\u202e", "\ufe0f", "\U000e0061"),
     *("Zk8qR2vLw9XbT4mN7pQs1YcH", "4111 1111 1111 1111", "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="),
 ]
 PIECES = st.one_of(st.sampled_from(EXAMPLES), st.sampled_from(GLUE), st.text(max_size=16))
@@ -91,7 +92,7 @@ def test_every_glued_pair_of_examples_is_redacted_as_the_definition_says():
     glued_pairs_are_redacted_as_the_definition_says(LINE_EXAMPLES, "")
 
 
-@pytest.mark.parametrize("glue", [" ", "-"], ids=["space", "dash"])
+@pytest.mark.parametrize("glue", [" ", "-", "\u200b"], ids=["space", "dash", "zwsp"])
 def test_every_pair_of_secrets_joined_by_a_glue_is_redacted_as_the_definition_says(glue):
     positives = sorted({t for rule in RULES for t, _ in rule.positives if "\n" not in t})
     glued_pairs_are_redacted_as_the_definition_says(positives, glue)
@@ -106,6 +107,11 @@ PINNED = [
     "mail a@b.co-x@y.com end",
     "a@b.co.x@y.com+p@q.org%r@s.net",
     "-".join(f"u{n}@d{n}.io" for n in range(40)),
+    # invisible characters inside secrets, keys and placeholders
+    "key AKIAIOSF\u200bODNN7EXAMPLE used",
+    "pass\u00adword=hunter2 and to\u200bken: abc",
+    "[redacted\u200b:secret]",
+    "Bea\u2060rer abc123def456ghi789",
     # characters whose lowercase is ASCII, or longer
     "\u212aEY=x TO\u212aEN=hunter2 \u0130stanbul password=\u0130x \u017fecret=y",
     # private keys, across lines and cut short
