@@ -92,15 +92,16 @@ _KEY_STEMS = (
     "pass(?:word|wd|phrase)|pwd|secret|token|key|authorization|cookie"
     "|session(?:_id|-id|id)?|credentials?"
 )
-# Values: a quoted string (JSON, Python repr, or JSON escaped inside another string), an auth
-# scheme and its token, a placeholder left by an earlier pass, or a bare run up to a separator.
+# Values: a quoted string (JSON, Python repr, or JSON escaped inside other strings, once or
+# more), an auth scheme and its token, a placeholder left by an earlier pass, or a bare run up to
+# a separator.
 _VALUE = (
-    r"(?:" + r'\\"(?P<secret_eq>(?:[^"\\\n]|\\[^"\n])*)\\"'
+    r"(?:" + r'\\+"(?P<secret_eq>(?:[^"\\\n]|\\[^"\n])*?)\\+"'
     r"""|"(?P<secret_dq>(?:[^"\\\n]|\\.)*)"|'(?P<secret_sq>(?:[^'\\\n]|\\.)*)'"""
     r"|(?:(?:bearer|basic|token|digest)[ \t]+)?(?P<secret>\[redacted:[a-z0-9-]+\]"
     r"""|[^\s,;&'"<>(){}\[\]]+))"""
 )
-_SEPARATOR = r"""\\?["']?[ \t]*[:=][ \t]*"""
+_SEPARATOR = r"""\\*["']?[ \t]*[:=][ \t]*"""
 
 _B64 = "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="  # "Aladdin:open sesame", RFC 7617's example
 _JWT = (
@@ -327,6 +328,10 @@ RULES: tuple[Rule, ...] = (
             ('{"api_key": "abc def", "n": 1}', '{"api_key": "[redacted:secret]", "n": 1}'),
             ("{'db_password': 'x y z'}", "{'db_password': '[redacted:secret]'}"),
             ('{\\"password\\": \\"hunter2\\"}', '{\\"password\\": \\"[redacted:secret]\\"}'),
+            (
+                '{\\\\\\"password\\\\\\": \\\\\\"hunter2\\\\\\"}',
+                '{\\\\\\"password\\\\\\": \\\\\\"[redacted:secret]\\\\\\"}',
+            ),
             ("X-Api-Key: 1234abcd", "X-Api-Key: [redacted:secret]"),
             (
                 "cookie: sessionid=abc; csrftoken=def",

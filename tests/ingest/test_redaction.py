@@ -182,6 +182,13 @@ def test_an_address_glued_behind_another_is_redacted_too(glue):
     )
 
 
+def test_a_password_in_json_escaped_twice_is_redacted():
+    # a JSON document in a string of a JSON document in a string (a nested attribute's text)
+    once = json.dumps(json.dumps({"password": "hunter2", "user": "bob"}))
+    twice = json.dumps({"inner": once})
+    assert "hunter2" not in redact(twice) and "bob" in redact(twice)
+
+
 def test_an_address_alone_in_a_field_is_redacted_however_short():
     assert [redact(t) for t in ("1.2.3.4", "::1", "a@b.io")] == [
         "[redacted:ipv4]",

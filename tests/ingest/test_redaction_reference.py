@@ -119,8 +119,9 @@ PINNED = [
     # an address alone, as short as it gets
     "1.2.3.4",
     "::1",
-    # JSON escaped in a string
+    # JSON escaped once and twice
     '{\\"password\\": \\"hunter2\\"}',
+    '{\\\\\\"password\\\\\\": \\\\\\"hunter2\\\\\\"}',
 ]
 
 
