@@ -112,23 +112,35 @@ _PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo\n"
     "-----END RSA PRIVATE KEY-----"
 )
+_PGP = (
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGXr1x0BCADQm4K7Z2J0c9wVt1kq8oXh\n=Zx8Q\n"
+    "-----END PGP PRIVATE KEY BLOCK-----"
+)
 _AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 _GHP = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 RULES: tuple[Rule, ...] = (
     Rule(
         name="private-key",
-        description="PEM private keys (RSA, EC, OpenSSH, PKCS#8), to the END line or the end",
-        pattern=(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
-            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
+        description=(
+            "PEM private keys (RSA, EC, OpenSSH, PKCS#8) and OpenPGP private key blocks, to the "
+            "END line or the end"
         ),
-        hints=("PRIVATE KEY-----",),
+        pattern=(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+        ),
+        hints=("PRIVATE KEY",),
         positives=(
             (f"key: {_PEM} loaded", "key: [redacted:private-key] loaded"),
             ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN (cut)", "[redacted:private-key]"),
+            (f"gpg: {_PGP} imported", "gpg: [redacted:private-key] imported"),
         ),
-        negatives=("-----BEGIN CERTIFICATE-----", "private key file not found"),
+        negatives=(
+            "-----BEGIN CERTIFICATE-----",
+            "private key file not found",
+            "-----BEGIN PGP PUBLIC KEY BLOCK-----",
+        ),
     ),
     Rule(
         name="jwt",
@@ -257,8 +269,17 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="url-credentials",
-        description="user:password@ in URLs; the scheme, host and path stay",
-        pattern=r"""://(?P<secret>[^\s/?#@"'<>]+)@(?=[^\s/?#@"'<>])""",
+        description=(
+            "the user:password@ or token@ of a URL, all of it up to the last @ of the address "
+            "(a password may hold an unencoded /, ?, # or @); the scheme and host stay"
+        ),
+        # With a colon, the password runs to the last @ before the host (it may hold / ? # @,
+        # unencoded: a URL that does not parse keeps its secret otherwise); without one, a
+        # token or user name runs to the last @ before the path.
+        pattern=(
+            r"""://(?P<secret>[^\s/?#"'<>]*:[^\s"'<>]*|[^\s/?#"'<>]+)"""
+            r"""@(?=[^\s/?#@"'<>])"""
+        ),
         hints=("://",),
         needs=":/@",
         positives=(
@@ -267,6 +288,11 @@ RULES: tuple[Rule, ...] = (
                 "postgres://[redacted:url-credentials]@db.internal:5432/shop",
             ),
             ("redis://:hunter2@cache:6379/0", "redis://[redacted:url-credentials]@cache:6379/0"),
+            (
+                "https://deploy:pa/ss#w?rd@git.example.com/shop.git",
+                "https://[redacted:url-credentials]@git.example.com/shop.git",
+            ),
+            ("amqp://app:p@ss@mq:5672", "amqp://[redacted:url-credentials]@mq:5672"),
         ),
         negatives=(
             "https://example.com/@alice",

@@ -159,6 +159,40 @@ def test_exactly_the_default_ignorable_characters_are_dropped():
     assert len(everything) - len(kept) == 4174  # the count Unicode's file gives
 
 
+# -- URL credentials and private keys (defect 16) ----------------------------------------------
+
+
+@pytest.mark.parametrize("char", ["/", "#", "?", "@", "/#?@"])
+def test_a_url_password_with_an_unencoded_delimiter_is_redacted_whole(char):
+    text = f"clone https://deploy:s3cr{char}et-pw@git.example.com/shop.git failed"
+    assert (
+        redact(text) == "clone https://[redacted:url-credentials]@git.example.com/shop.git failed"
+    )
+
+
+def test_a_url_with_a_port_and_an_at_sign_in_its_path_loses_its_host_too():
+    # "host:8080/@alice" reads as a user "host" whose password is "8080/": a password may hold
+    # an unencoded "/", and the two cannot be told apart, so the safe reading wins.
+    assert redact("see https://example.com/@alice") == "see https://example.com/@alice"
+    assert redact("see https://host:8080/@alice") == "see https://[redacted:url-credentials]@alice"
+
+
+PGP = (
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
+    "lQOYBGXr1x0BCADQm4K7Z2J0c9wVt1kq8oXhN3pR\n"
+    "=Zx8Q\n"
+    "-----END PGP PRIVATE KEY BLOCK-----"
+)
+
+
+def test_an_openpgp_private_key_block_is_a_private_key():
+    assert redact(f"gpg: importing\n{PGP}\ndone") == "gpg: importing\n[redacted:private-key]\ndone"
+    cut_short = PGP.split("=Zx8Q")[0]
+    assert redact(f"key {cut_short}") == "key [redacted:private-key]"
+    public = PGP.replace("PRIVATE", "PUBLIC")
+    assert "-----BEGIN PGP PUBLIC KEY BLOCK-----" in redact(public)
+
+
 # -- leads from review ------------------------------------------------------------------------
 
 

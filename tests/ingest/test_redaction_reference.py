@@ -112,9 +112,13 @@ PINNED = [
     "pass\u00adword=hunter2 and to\u200bken: abc",
     "[redacted\u200b:secret]",
     "Bea\u2060rer abc123def456ghi789",
+    # URL passwords with unencoded delimiters, and URLs that only look like them
+    "https://deploy:pa/ss#w?rd@git.example.com/shop.git",
+    "amqp://app:p@ss@mq:5672 and https://example.com/@alice and https://host:8080/@bob",
     # characters whose lowercase is ASCII, or longer
     "\u212aEY=x TO\u212aEN=hunter2 \u0130stanbul password=\u0130x \u017fecret=y",
-    # private keys, across lines and cut short
+    # private keys, OpenPGP too, across lines and cut short
+    "a\n-----BEGIN PGP PRIVATE KEY BLOCK-----\nx\n-----END PGP PRIVATE KEY BLOCK-----\nb",
     "-----BEGIN RSA PRIVATE KEY-----\nMIIE\npassword=x\n10.0.0.1",
     # an address alone, as short as it gets
     "1.2.3.4",
