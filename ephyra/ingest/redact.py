@@ -21,10 +21,10 @@ What this module adds is speed, and none of it changes the result:
   excludes it, and their lookarounds see a newline as they see the text's ends. So that rule runs
   once over the whole text first (no later replacement can make its header: a placeholder holds
   no dash and no capital letter), then each line goes to its own fixed point.
-- **Rules that cannot match are not run.** Every match of a rule has each character of its
-  ``needs``, one of its ``hints`` and passes its ``screen`` (``rules.py``); a line that does not
-  is not scanned by the rule. Which rules a line can wake is remembered by its skeleton (its
-  digits made 0: none of these tests tells one digit from another). Most lines wake no rule.
+- **Rules that cannot match are not run.** ``_can_change`` names, for each rule, something
+  every match holds (a substring, a run, enough digits); a line without it is not scanned by
+  the rule. No such test tells one digit from another, so the rules a line wakes are remembered
+  by its skeleton (its ASCII digits made 0). Most lines wake no rule.
 - **Lines are remembered.** A line's redaction depends on the line alone; the last
   ``LINE_CACHE_SIZE`` lines are remembered (in memory, never stored): a stack trace's frame lines
   recur in every occurrence of an error.
@@ -47,6 +47,7 @@ import string
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
 
 from ephyra.ingest.rules import RULES, SECRET_KEY_WORDS, Rule
 
@@ -174,29 +175,6 @@ CHECKS: dict[str, Callable[[str, re.Match[str], str], bool]] = {
 # -- one rule -------------------------------------------------------------------------------
 
 
-def _finder(words: tuple[str, ...]) -> Callable[[str], int]:
-    """A function giving where the first of ``words`` occurs in a text, or -1."""
-    if len(words) == 1:
-        word = words[0]
-        return lambda text: text.find(word)
-    search = re.compile("|".join(map(re.escape, words))).search
-    return lambda text: match.start() if (match := search(text)) else -1
-
-
-def _hint_test(rule: Rule) -> Callable[[str, str], bool] | None:
-    """(line, its lowercase copy) → whether the line holds one of the rule's hints and the copy
-    one of its lowercase hints; None for a rule without hints."""
-    cased = _finder(rule.hints) if rule.hints else None
-    lowered = _finder(rule.hints_lower) if rule.hints_lower else None
-    if cased and lowered:
-        return lambda line, lower: cased(line) >= 0 and lowered(lower) >= 0
-    if cased:
-        return lambda line, lower: cased(line) >= 0
-    if lowered:
-        return lambda line, lower: lowered(lower) >= 0
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class Compiled:
     rule: Rule
@@ -205,7 +183,6 @@ class Compiled:
     # that took part in a match is the secret.
     secret_groups: tuple[int | str, ...]
     check: Callable[[str, re.Match[str], str], bool] | None
-    hinted: Callable[[str, str], bool] | None  # _hint_test
 
     def apply(self, text: str, lower: str) -> str:
         """``text`` with every secret the pattern finds replaced by the placeholder (a
@@ -235,7 +212,7 @@ def _compile(rule: Rule) -> Compiled:
     regex = re.compile(rule.pattern)
     groups = tuple(sorted(n for n in regex.groupindex if n.startswith("secret")))
     check = CHECKS[rule.check] if rule.check else None
-    return Compiled(rule, regex, groups or (0,), check, _hint_test(rule))
+    return Compiled(rule, regex, groups or (0,), check)
 
 
 COMPILED: tuple[Compiled, ...] = tuple(_compile(r) for r in RULES)
@@ -257,62 +234,67 @@ def apply_rule(name: str, text: str) -> str:
 
 
 # -- which rules can change a line ----------------------------------------------------------
-# A line's skeleton is its UTF-8 with every ASCII digit a 0, read back a byte a character (as
-# Latin-1). The screens read only the skeleton, and no need or hint holds a digit: which rules
-# can change a line does not depend on which digits it has, and is remembered by its skeleton.
 
+# Weaker forms of the patterns that have many prefixes or key words (rules.py).
+_AWS_PREFIX = re.compile("AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA")
+_GITHUB_PREFIX = re.compile("gh[pousr]_|github_pat_")
+_GITLAB_PREFIX = re.compile("gl(?:pat|dt|rt)-")
+_KEY_WORD = re.compile("pass|pwd|secret|token|key|authorization|cookie|session|credential")
+# A line's skeleton: its UTF-8 with every ASCII digit a 0, read back a byte a character.
 _SKELETON = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
-# Every byte of [A-Za-z0-9+/_=-] an "a", any other a space (a non-ASCII character is spaces).
+# Every byte of [A-Za-z0-9+/=_-] an "a", any other a space (a non-ASCII character is spaces).
 _RUN_BYTES = bytes(
     0x61 if chr(i) in string.ascii_letters + string.digits + "+/=_-" else 0x20 for i in range(256)
 )
-SCREENS = ("mixed-run-24", "mixed-run-40", "13-digits", "ipv4", "ipv6")
 
 
-def screens_passed(skeleton: str) -> tuple[bool, ...]:
-    """For each of ``SCREENS``, whether a line with this skeleton passes it."""
-    # The secret is such a run, and its check wants a capital letter and a digit in it.
+def _can_change(line: str, lower: str, skeleton: str) -> tuple[Compiled, ...]:
+    """The line rules that can change ``line``, in table order. For each rule, something every
+    match of its pattern that passes its check holds; a line without it cannot be changed by
+    the rule (``lower`` is the line's lowercase copy, ``skeleton`` its skeleton). No test tells
+    one digit from another, so the answer is the same for every line of this skeleton."""
+    # The secret of the two random-run rules is such a run, and their checks want a capital
+    # letter and a digit in it.
     mixed = "0" in skeleton and skeleton != skeleton.lower()
     runs = skeleton.encode("latin-1").translate(_RUN_BYTES).decode("latin-1") if mixed else ""
-    return (
-        "a" * 24 in runs,
-        "a" * 40 in runs,
-        # 13 to 19 digits, single spaces or dashes between: 13 in a row once those are gone
+    wakes = (
+        "eyJ" in line,  # jwt
+        "A" in line and _AWS_PREFIX.search(line) is not None,  # aws-access-key-id
+        "_" in line and _GITHUB_PREFIX.search(line) is not None,  # github-token
+        "-" in line and _GITLAB_PREFIX.search(line) is not None,  # gitlab-token
+        "xox" in line or "xapp-" in line,  # slack-token
+        "hooks.slack.com/" in line,  # slack-webhook
+        "sk-ant-" in line,  # anthropic-key
+        "sk-" in line,  # openai-key
+        "k_live_" in line or "k_test_" in line,  # stripe-key
+        "AIza" in line,  # google-api-key
+        "://" in line and "@" in line,  # url-credentials
+        "bearer" in lower,  # bearer-token
+        "basic" in lower,  # basic-auth
+        (":" in line or "=" in line) and _KEY_WORD.search(lower) is not None,  # secret
+        "a" * 40 in runs,  # aws-secret-key
+        "@" in line and "." in line,  # email
+        # credit-card: 13 to 19 digits, single spaces or dashes between
         skeleton.count("0") >= 13 and "0" * 13 in skeleton.replace(" ", "").replace("-", ""),
-        # each of the first three octets ends with a digit, then a dot
-        skeleton.count("0.") >= 3,
-        # the check wants "::" or seven colons
-        "::" in skeleton or skeleton.count(":") >= 7,
+        "::" in line or line.count(":") >= 7,  # ipv6: its check wants "::" or seven colons
+        skeleton.count("0.") >= 3,  # ipv4: three octets each end with a digit, then a dot
+        "a" * 24 in runs,  # high-entropy
     )
+    return tuple(compress(_LINE_RULES, wakes))
 
 
-# Every character some rule needs: a line is looked at once for each (a memchr each, where a
-# hint or a screen is a scan). Then, per rule, the places in a line's features (one per
-# character of _NEEDED, then one per screen) that must be true.
-_NEEDED = "".join(sorted(set("".join(r.needs for r in RULES))))
-_REQUIRES = {
-    c: tuple(_NEEDED.index(n) for n in c.rule.needs)
-    + ((len(_NEEDED) + SCREENS.index(c.rule.screen),) if c.rule.screen else ())
-    for c in _LINE_RULES
-}
-_BY_FEATURES: dict[tuple[bool, ...], tuple[Compiled, ...]] = {}
+# Remembered by skeleton: the same message with another id, port, line number or address is
+# looked at once (in memory only, like the lines).
 _PLANS: dict[str, tuple[Compiled, ...]] = {}
 PLAN_CACHE_SIZE = 8192
 
 
 def _plan(line: str, lower: str) -> tuple[Compiled, ...]:
-    """The line rules that can change ``line``, in order: those whose needs it has, whose
-    screen it passes and one of whose hints it holds (``lower`` is its lowercase copy)."""
+    """``_can_change(line, lower, its skeleton)``, remembered."""
     skeleton = line.encode("utf-8", "surrogatepass").translate(_SKELETON).decode("latin-1")
     plan = _PLANS.get(skeleton)
     if plan is None:
-        features = tuple(map(line.__contains__, _NEEDED)) + screens_passed(skeleton)
-        candidates = _BY_FEATURES.get(features)
-        if candidates is None:
-            candidates = _BY_FEATURES[features] = tuple(
-                r for r in _LINE_RULES if all(features[i] for i in _REQUIRES[r])
-            )
-        plan = tuple([r for r in candidates if r.hinted is None or r.hinted(line, lower)])
+        plan = _can_change(line, lower, skeleton)
         if LINE_CACHE_SIZE:
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
