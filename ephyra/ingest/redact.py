@@ -1,19 +1,39 @@
 """Redaction: every text that leaves the ingest package has been through ``redact``.
 
-The rules are data (``rules.py``); this module compiles them once and applies them in order.
-``redact`` is idempotent: a placeholder is never taken for a secret, so ``redact(redact(t)) ==
-redact(t)``. Attribute maps are also redacted by key name: the value of ``db.password`` is a
-secret whatever it looks like.
+What ``redact(text)`` returns, by definition:
 
-Speed: every rule but the PEM one matches within a line (no pattern crosses a newline), so a
-multi-line text is redacted line by line, and lines are remembered (``LINE_CACHE_SIZE``): a stack
-trace's frame lines recur across every occurrence of an error, its message does not. A line
-not seen before is looked at once for the characters the rules need (``@``, ``:``, ``=``, ``.``,
-``-``, ``_``, an uppercase letter, a digit): only the rules it can satisfy are considered, and
-each of those runs only when its cheap preconditions hold (substrings, digit or dot counts, a
-long unbroken run), so a line without anything secret-shaped costs a few substring tests. Which
-rules a line wakes is remembered by its digit skeleton (the same message with other ids is
-examined once), and a rule's scan starts where its first match can begin.
+1. **Normalised**: every character in ``INVISIBLE`` is dropped. They render as nothing (a
+   zero-width space or joiner, a BOM, a soft hyphen, a bidirectional control, a variation
+   selector), so a secret with one inside looks whole to a reader while no pattern matches it.
+   The rules read the normalised text, and it is what comes back, so what callers store.
+2. **Redacted**: the rules of ``rules.py``, in table order, each over the whole text, replace
+   what they find with their placeholder; after any change, from the first rule again; until no
+   rule changes the text.
+
+``tests/ingest/redaction_reference.py`` is that definition and nothing else; the tests hold this
+module equal to it on fuzzed and pinned texts. It is idempotent: a placeholder is never taken
+for a secret, so ``redact(redact(t)) == redact(t)``. Attribute maps are also redacted by key name
+(``is_secret_key``): the value of ``db.password`` is a secret whatever it looks like.
+
+What this module adds is speed, and none of it changes the result:
+
+- **Line by line.** Only the private-key rule matches across a newline; every other pattern
+  excludes it, and their lookarounds see a newline as they see the text's ends. So that rule runs
+  once over the whole text first (no later replacement can make its header: a placeholder holds
+  no dash and no capital letter), then each line goes to its own fixed point.
+- **Rules that cannot match are not run.** ``_can_change`` names, for each rule, something
+  every match holds (a substring, a run, enough digits); a line without it is not scanned by
+  the rule. No such test tells one digit from another, so the rules a line wakes are remembered
+  by its skeleton (its ASCII digits made 0). Most lines wake no rule.
+- **Lines are remembered.** A line's redaction depends on the line alone; the last
+  ``LINE_CACHE_SIZE`` lines are remembered (in memory, never stored): a stack trace's frame lines
+  recur in every occurrence of an error.
+
+One bound: a line still changing after ``MAX_CHANGES`` changes (a change is one rule's pass that
+replaced something) is replaced whole by ``WITHHELD``. A line settles after about one change per
+kind of secret it holds; secrets glued one behind another, each found only once the one before
+is a placeholder, take one change each, and without the bound such a line would cost time
+quadratic in its length. Withholding the line keeps nothing of it.
 """
 
 from __future__ import annotations
@@ -27,13 +47,30 @@ import string
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from itertools import compress
 
 from ephyra.ingest.rules import RULES, SECRET_KEY_WORDS, Rule
 
 SECRET_PLACEHOLDER = "[redacted:secret]"
+WITHHELD = "[redacted:line]"
+# A line settles after about one change per kind of secret it holds, at most one per rule; twice
+# that leaves room for as many secrets glued behind others.
+MAX_CHANGES = 2 * len(RULES)
 LINE_CACHE_SIZE = 32_768  # lines remembered per generation (raw → redacted, in memory only)
 MAX_CACHED_LINE = 512
+
+# Unicode's default-ignorable code points (DerivedCoreProperties.txt), the characters a renderer
+# shows as nothing: U+00AD soft hyphen, U+034F combining grapheme joiner, U+061C, U+200E/F,
+# U+202A-E and U+2066-9 bidirectional marks, U+115F/60, U+3164 and U+FFA0 Hangul fillers,
+# U+17B4/5, U+180B-F Mongolian selectors and vowel separator, U+200B-D zero-width space and
+# joiners, U+2060-4 word joiner and invisible operators, U+206A-F, U+FE00-F and U+E0100-EF
+# variation selectors, U+FEFF BOM, U+1BCA0-3, U+1D173-A, the tag characters U+E0000-7F, and
+# the code points reserved for more of the same.
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 
 _WORDS = re.compile(r"[a-z]{4,}|[A-Z][a-z]{3,}")
 _SEGMENTS = re.compile(r"[-_/]")
@@ -42,6 +79,11 @@ _LOWER = re.compile(r"[a-z]")
 _DIGIT = re.compile(r"[0-9]")
 _KEY_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def normalise(text: str) -> str:
+    """``text`` without the characters in ``INVISIBLE`` (none is ASCII)."""
+    return text if text.isascii() else INVISIBLE.sub("", text)
 
 
 def shannon_entropy(text: str) -> float:
@@ -130,30 +172,23 @@ CHECKS: dict[str, Callable[[str, re.Match[str], str], bool]] = {
 }
 
 
+# -- one rule -------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
-class _Compiled:
+class Compiled:
     rule: Rule
     regex: re.Pattern[str]
     # The groups that may hold the secret, in order; (0,) for the whole match. The first group
-    # that took part in a match decides whether it is a secret.
+    # that took part in a match is the secret.
     secret_groups: tuple[int | str, ...]
     check: Callable[[str, re.Match[str], str], bool] | None
 
-    def apply(self, text: str, subject: str, start: int = 0) -> str:
-        """Replace in ``text`` what the pattern finds in ``subject`` (``text`` or its
-        lowercase copy, of the same length), from ``start`` on (where a match can begin: the
-        lookbehinds still see what comes before)."""
-        return self.replace(text, subject, start)[0]
-
-    def replace(self, text: str, subject: str, start: int = 0) -> tuple[str, bool]:
-        """``apply``, and whether a replaced secret touched other text: a character next to it
-        that is not whitespace (nor the line's end), which now sits next to a placeholder."""
-        pieces: list[str] = []
-        last = 0
-        glued = False
-        groups, check = self.secret_groups, self.check
-        for match in self.regex.finditer(subject, start):
-            # Where the secret lies, inline (a line with secrets runs this for every match).
+    def apply(self, text: str, lower: str) -> str:
+        """``text`` with every secret the pattern finds replaced by the placeholder (a
+        ``lower`` rule's pattern reads ``lower``, the lowercase copy of ``text``)."""
+        groups, check, pieces, last = self.secret_groups, self.check, [], 0
+        for match in self.regex.finditer(lower if self.rule.lower else text):
             for group in groups:
                 lo, hi = match.span(group)
                 if lo >= 0:
@@ -164,440 +199,193 @@ class _Compiled:
                 or (check is not None and not check(text, match, text[lo:hi]))
             ):
                 continue
-            if not glued:
-                glued = (lo > 0 and not text[lo - 1].isspace()) or (
-                    hi < len(text) and not text[hi].isspace()
-                )
             pieces.append(text[last:lo])
             pieces.append(self.rule.placeholder)
             last = hi
         if not pieces:
-            return text, False
+            return text
         pieces.append(text[last:])
-        return "".join(pieces), glued
+        return "".join(pieces)
 
 
-def _compile(rule: Rule) -> _Compiled:
+def _compile(rule: Rule) -> Compiled:
     regex = re.compile(rule.pattern)
     groups = tuple(sorted(n for n in regex.groupindex if n.startswith("secret")))
     check = CHECKS[rule.check] if rule.check else None
-    return _Compiled(rule, regex, groups or (0,), check)
+    return Compiled(rule, regex, groups or (0,), check)
 
 
-_COMPILED: tuple[_Compiled, ...] = tuple(_compile(r) for r in RULES)
-_BY_NAME = {c.rule.name: c for c in _COMPILED}
-_WHOLE_TEXT = _BY_NAME["private-key"]  # the one rule that spans lines
+COMPILED: tuple[Compiled, ...] = tuple(_compile(r) for r in RULES)
+_BY_NAME = {c.rule.name: c for c in COMPILED}
+_PRIVATE_KEY = _BY_NAME["private-key"]  # the one rule that spans lines
+_LINE_RULES = tuple(c for c in COMPILED if c is not _PRIVATE_KEY)
 
 
-def _shortest(pattern: str) -> int:
-    """The fewest characters a match can have (the parser's own bound; 0 if it cannot say)."""
-    try:
-        return int(re._parser.parse(pattern).getwidth()[0])  # type: ignore[attr-defined]
-    except Exception:  # an optimisation only: without the bound every rule simply runs
-        return 0
-
-
-def apply_rule(name: str, text: str) -> str:
-    """One rule alone (for the rule table's own examples)."""
-    compiled = _BY_NAME[name]
-    return compiled.apply(text, text.lower() if compiled.rule.lower else text)
-
-
-def _lowercase(text: str) -> str:
+def lowercase(text: str) -> str:
+    """``text.lower()``, or only its ASCII letters lowered where that would change the length
+    (the spans a ``lower`` rule finds in it are replaced in ``text``)."""
     lowered = text.lower()
-    # Spans found in the lowercase copy are replaced in the original: keep the lengths equal.
     return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
 
 
-# -- which rules a line can wake ------------------------------------------------------------
-# Every precondition is a plain substring test or one C call on the line: a Python-level step
-# costs as much as a short regular-expression scan, and most lines wake no rule at all.
-
-_AT, _COLON, _EQUALS, _DOT, _DASH, _UNDERSCORE, _UPPER_BIT, _DIGIT_BIT, _SEP = (
-    1 << n for n in range(9)
-)
-_FEATURE_BITS = {
-    "@": _AT,
-    ":": _COLON,
-    "=": _EQUALS,
-    ".": _DOT,
-    "-": _DASH,
-    "_": _UNDERSCORE,
-    "upper": _UPPER_BIT,
-    "digit": _DIGIT_BIT,
-    "sep": _SEP,
-}
+def apply_rule(name: str, text: str) -> str:
+    """One rule alone, once (for the rule table's own examples)."""
+    return _BY_NAME[name].apply(text, lowercase(text))
 
 
-# Screens on the line's UTF-8 bytes (bytes.translate is a table lookup per byte, several times
-# cheaper than str.translate): a run of token characters; digits with the spaces and dashes
-# between them gone (a card number's digits then stand together, and little else's do); and a
-# digit before a dot (an IPv4 address has three).
+# -- which rules can change a line ----------------------------------------------------------
+
+# Weaker forms of the patterns that have many prefixes or key words (rules.py).
+_AWS_PREFIX = re.compile("AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA")
+_GITHUB_PREFIX = re.compile("gh[pousr]_|github_pat_")
+_GITLAB_PREFIX = re.compile("gl(?:pat|dt|rt)-")
+_KEY_WORD = re.compile("pass|pwd|secret|token|key|authorization|cookie|session|credential")
+# A line's skeleton: its UTF-8 with every ASCII digit a 0, read back a byte a character.
+_SKELETON = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
+# Every byte of [A-Za-z0-9+/=_-] an "a", any other a space (a non-ASCII character is spaces).
 _RUN_BYTES = bytes(
     0x61 if chr(i) in string.ascii_letters + string.digits + "+/=_-" else 0x20 for i in range(256)
 )
-_DIGIT_RUNS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
-_CARD_SEPARATORS = b" -"
-_DIGIT_SKELETON = bytes(0x30 if 0x30 <= i <= 0x39 else i for i in range(256))
-SCREENS = ("run", "digits", "ipv4", "colons")  # digits:N = N digits, spaces or dashes between
-_RUN_SCREEN, _DIGITS_SCREEN, _IPV4_SCREEN, _COLONS_SCREEN = range(1, 5)
 
 
-def _parse_screen(name: str) -> tuple[int, bytes]:
-    """(kind, what the translated bytes must contain); (0, b"") for no screen."""
-    if not name:
-        return 0, b""
-    kind, _, arg = name.partition(":")
-    if kind not in SCREENS:
-        raise ValueError(f"unknown screen {name!r}")
-    needle = {"run": b"a", "digits": b"0"}.get(kind, b"") * int(arg or 0)
-    return SCREENS.index(kind) + 1, needle
+def _can_change(line: str, lower: str, skeleton: str) -> tuple[Compiled, ...]:
+    """The line rules that can change ``line``, in table order. For each rule, something every
+    match of its pattern that passes its check holds; a line without it cannot be changed by
+    the rule (``lower`` is the line's lowercase copy, ``skeleton`` its skeleton). No test tells
+    one digit from another, so the answer is the same for every line of this skeleton."""
+    # The secret of the two random-run rules is such a run, and their checks want a capital
+    # letter and a digit in it.
+    mixed = "0" in skeleton and skeleton != skeleton.lower()
+    runs = skeleton.encode("latin-1").translate(_RUN_BYTES).decode("latin-1") if mixed else ""
+    wakes = (
+        "eyJ" in line,  # jwt
+        "A" in line and _AWS_PREFIX.search(line) is not None,  # aws-access-key-id
+        "_" in line and _GITHUB_PREFIX.search(line) is not None,  # github-token
+        "-" in line and _GITLAB_PREFIX.search(line) is not None,  # gitlab-token
+        "xox" in line or "xapp-" in line,  # slack-token
+        "hooks.slack.com/" in line,  # slack-webhook
+        "sk-ant-" in line,  # anthropic-key
+        "sk-" in line,  # openai-key
+        "k_live_" in line or "k_test_" in line,  # stripe-key
+        "AIza" in line,  # google-api-key
+        "://" in line and "@" in line,  # url-credentials
+        "bearer" in lower,  # bearer-token
+        "basic" in lower,  # basic-auth
+        (":" in line or "=" in line) and _KEY_WORD.search(lower) is not None,  # secret
+        "a" * 40 in runs,  # aws-secret-key
+        "@" in line and "." in line,  # email
+        # credit-card: 13 to 19 digits, single spaces or dashes between
+        skeleton.count("0") >= 13 and "0" * 13 in skeleton.replace(" ", "").replace("-", ""),
+        "::" in line or line.count(":") >= 7,  # ipv6: its check wants "::" or seven colons
+        skeleton.count("0.") >= 3,  # ipv4: three octets each end with a digit, then a dot
+        "a" * 24 in runs,  # high-entropy
+    )
+    return tuple(compress(_LINE_RULES, wakes))
 
 
-def _gate(hints: tuple[str, ...]) -> str:
-    """The longest text every one of ``hints`` contains, tested before the hints themselves
-    ("gh" for GitHub's prefixes); "" for a single hint or when they share nothing."""
-    if len(hints) < 2:
-        return ""
-    first = min(hints, key=len)
-    for size in range(len(first), 0, -1):
-        for start in range(len(first) - size + 1):
-            part = first[start : start + size]
-            if all(part in hint for hint in hints):
-                return part
-    return ""
+# Remembered by skeleton: the same message with another id, port, line number or address is
+# looked at once (in memory only, like the lines).
+_PLANS: dict[str, tuple[Compiled, ...]] = {}
+PLAN_CACHE_SIZE = 8192
 
 
-def _any_hint(hints: tuple[str, ...]) -> re.Pattern[str] | None:
-    """Many hints are one search (their common first letter found once, then the branches):
-    cheaper than a substring test each. Exactly as strict: it finds one iff one occurs."""
-    if len(hints) <= 3:
-        return None
-    return re.compile("|".join(map(re.escape, sorted(hints, key=len, reverse=True))))
+def _plan(line: str, lower: str) -> tuple[Compiled, ...]:
+    """``_can_change(line, lower, its skeleton)``, remembered."""
+    skeleton = line.encode("utf-8", "surrogatepass").translate(_SKELETON).decode("latin-1")
+    plan = _PLANS.get(skeleton)
+    if plan is None:
+        plan = _can_change(line, lower, skeleton)
+        if LINE_CACHE_SIZE:
+            if len(_PLANS) >= PLAN_CACHE_SIZE:
+                _PLANS.clear()
+            _PLANS[skeleton] = plan
+    return plan
 
 
-# -- where a rule's first match can begin --------------------------------------------------
-# A pattern led by a lookbehind or \b is tried at every position of the line, and most of a line
-# lies before anything the rule could match. Each window below is the first position a match can
-# begin at, from what every match holds (-1: none can), and the scan starts there; the lookbehind
-# still reads the character before it, so the matches are the same. ``raw`` is the line's UTF-8
-# and ``skeleton`` that with each digit a 0: their offsets are the line's when it is ASCII.
-
-_EMAIL_LOCAL = string.ascii_letters + string.digits + "._%+-"
+# -- a line ---------------------------------------------------------------------------------
 
 
-def _email_window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
-    # local part then "@": a match beginning before the first "@" has its local part end there,
-    # so it begins where the run of local-part characters before that "@" does.
-    at = text.find("@")
-    return len(text[:at].rstrip(_EMAIL_LOCAL)) if at >= 0 else -1
+def _redact_line(line: str, max_changes: int = MAX_CHANGES) -> str:
+    """The line rules, in order, from the first again after any change, until none changes
+    the line; ``WITHHELD`` if it still changes after ``max_changes`` of them."""
+    lower = lowercase(line)
+    todo = _plan(line, lower)
+    changes = i = 0
+    while i < len(todo):
+        rule = todo[i]
+        i += 1
+        out = rule.apply(line, lower)
+        if out is line:
+            continue
+        if changes == max_changes:
+            return WITHHELD
+        changes += 1
+        line, lower = out, lowercase(out)
+        todo, i = _plan(line, lower), 0
+    return line
 
 
-def _ipv4_window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
-    # an octet (1-3 digits) and a dot first: at most two characters before the first digit
-    # that a dot follows.
-    if len(raw) != len(text):
-        return 0
-    first = skeleton.find(b"0.")
-    return max(first - 2, 0) if first >= 0 else -1
-
-
-def _ipv6_window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
-    # up to four hex digits, then a colon
-    first = text.find(":")
-    return max(first - 4, 0) if first >= 0 else -1
-
-
-def _run_window(size: int) -> Callable[[str, str, bytes, bytes], int]:
-    needle = b"a" * size
-
-    def window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
-        # the whole match lies in a run of token characters at least ``size`` long
-        if len(raw) != len(text):
-            return 0
-        return raw.translate(_RUN_BYTES).find(needle)
-
-    return window
-
-
-def _hint_window(hint: str, on_lower: bool) -> Callable[[str, str, bytes, bytes], int]:
-    def window(text: str, lower: str, raw: bytes, skeleton: bytes) -> int:
-        # every match begins with the hint
-        return (lower if on_lower else text).find(hint)
-
-    return window
-
-
-_WINDOWS: dict[str, Callable[[str, str, bytes, bytes], int]] = {
-    "email": _email_window,
-    "ipv4": _ipv4_window,
-    "ipv6": _ipv6_window,
-    "high-entropy": _run_window(24),
-    "aws-secret-key": _run_window(40),
-    "jwt": _hint_window("eyJ", False),
-    "bearer-token": _hint_window("bearer", True),
-    "basic-auth": _hint_window("basic", True),
-}
-
-
-# One line rule: (compiled, pattern on the lowercase copy, shortest match, needs as bits, gate,
-# hints, their search when they are many, hints in the lowercase copy, screen kind and needle,
-# window, position in the table).
-_LineRule = tuple[
-    _Compiled,
-    bool,
-    int,
-    int,
-    str,
-    tuple[str, ...],
-    "re.Pattern[str] | None",
-    tuple[str, ...],
-    int,
-    bytes,
-    "Callable[[str, str, bytes, bytes], int] | None",
-    int,
-]
-
-
-def _line_rule(position: int, c: _Compiled) -> _LineRule:
-    mask = 0
-    for need in c.rule.needs:
-        mask |= _FEATURE_BITS[need]
-    kind, needle = _parse_screen(c.rule.screen)
-    hints = c.rule.hints
-    return (c, c.rule.lower, _shortest(c.rule.pattern), mask, _gate(hints), hints,
-            _any_hint(hints), c.rule.hints_lower, kind, needle,
-            _WINDOWS.get(c.rule.name), position)  # fmt: skip
-
-
-_LINE_RULES: tuple[_LineRule, ...] = tuple(
-    _line_rule(i, c) for i, c in enumerate(c for c in _COMPILED if c is not _WHOLE_TEXT)
-)
-_BY_FEATURES: dict[tuple[int, int], Callable[[str, str, bytes, bytes], tuple]] = {}
+# Two generations: the lines still in use move to the current one as they are met again, the
+# one-off messages and ids go with the older one.
 _cache: dict[str, str] = {}
 _previous: dict[str, str] = {}
 
 
-def _rules_for(mask: int, after: int = -1) -> Callable[[str, str, bytes, bytes], tuple]:
-    """The gate of the rules whose needs the line meets, in order, from the one after position
-    ``after``: a function of the line that returns those of them whose length bound, hints and
-    screens it meets (built once per combination)."""
-    found = _BY_FEATURES.get((mask, after))
-    if found is None:
-        rules = tuple(r for r in _LINE_RULES if r[11] > after and r[3] & ~mask == 0)
-        found = _BY_FEATURES[mask, after] = _gate_function(rules)
-    return found
-
-
-def _gate_function(rules: tuple[_LineRule, ...]) -> Callable[[str, str, bytes, bytes], tuple]:
-    """``rules``' gate, written out as Python: each rule one ``if`` holding only the tests it has
-    (its length bound, its hints, its screen), cheapest first. A line that misses the plan cache
-    runs it, and a loop over the rules testing what each one has costs several times as much
-    (``text`` is the line, ``lower`` its lowercase copy, ``raw`` its UTF-8, ``skeleton`` that
-    with every digit a 0)."""
-    names: dict[str, Any] = {"_RUN_BYTES": _RUN_BYTES, "_DIGIT_RUNS": _DIGIT_RUNS}
-    names["_CARD_SEPARATORS"] = _CARD_SEPARATORS
-    body = ["def gate(text, lower, raw, skeleton):", "    size = len(text)", "    out = []"]
-    screens = {r[8] for r in rules}
-    if _RUN_SCREEN in screens:
-        body.append("    runs = raw.translate(_RUN_BYTES)")
-    if _DIGITS_SCREEN in screens:
-        body.append("    digits = raw.translate(_DIGIT_RUNS, _CARD_SEPARATORS)")
-    for n, rule in enumerate(rules):
-        _, _, shortest, _, gate, hints, any_hint, hints_lower, screen, needle, _, _ = rule
-        names[f"rule{n}"] = rule
-        tests = [f"size >= {shortest}"] if shortest else []
-        if gate:
-            tests.append(f"{gate!r} in text")
-        if any_hint is not None:
-            names[f"hints{n}"] = any_hint
-            tests.append(f"hints{n}.search(text) is not None")
-        elif hints:
-            tests.append("(" + " or ".join(f"{h!r} in text" for h in hints) + ")")
-        if hints_lower:
-            tests.append("(" + " or ".join(f"{h!r} in lower" for h in hints_lower) + ")")
-        if screen == _RUN_SCREEN:
-            tests.append(f"{needle!r} in runs")
-        elif screen == _DIGITS_SCREEN:
-            tests.append(f"{needle!r} in digits")
-        elif screen == _IPV4_SCREEN:
-            tests.append('skeleton.count(b"0.") >= 3')
-        elif screen == _COLONS_SCREEN:
-            tests.append('("::" in text or text.count(":") >= 7)')
-        body.append(f"    if {' and '.join(tests) or 'True'}:")
-        body.append(f"        out.append(rule{n})")
-    body.append("    return tuple(out)")
-    exec("\n".join(body), names)  # the source is built above from the rule table alone
-    return names["gate"]
-
-
-# Which rules a line wakes does not depend on which digits it has (no hint holds a digit; the
-# needs and screens count digits, not read them), so it is remembered by the line's skeleton,
-# every digit a 0: the same message with another id, port, line number or address is looked at
-# once. Like the line cache, in memory only.
-_PLANS: dict[bytes, tuple[int, tuple[_LineRule, ...]]] = {}
-_REPLANS: dict[tuple[bytes, int, int], tuple[_LineRule, ...]] = {}
-PLAN_CACHE_SIZE = 8192
-# Passes over the rules after a replacement, at most. Each replacement turns text that is not a
-# placeholder into one, so the passes end by themselves; the bound keeps a line's cost bounded
-# whatever it holds (after it, rules still run, each once more, on what the last one left).
-_MAX_RESTARTS = 16
-
-
-def _plan(text: str, lower: str, raw: bytes, skeleton: bytes) -> tuple[int, tuple[_LineRule, ...]]:
-    """Which of the ``needs`` features the line has, as bits, and the rules its gate lets
-    through; remembered by the line's skeleton. One call, unrolled: every line not seen before
-    in this shape comes here."""
-    mask = 0
-    if "@" in text:
-        mask |= _AT
-    if ":" in text:
-        mask |= _COLON | _SEP
-    if "=" in text:
-        mask |= _EQUALS | _SEP
-    if "." in text:
-        mask |= _DOT
-    if "-" in text:
-        mask |= _DASH
-    if "_" in text:
-        mask |= _UNDERSCORE
-    if text != lower:
-        mask |= _UPPER_BIT
-    if skeleton != raw or b"0" in raw:  # the skeleton differs where a digit 1-9 was
-        mask |= _DIGIT_BIT
-    plan = mask, _rules_for(mask)(text, lower, raw, skeleton)
-    _remember_plan(_PLANS, skeleton, plan)
-    return plan
-
-
-def _remember_plan(plans: dict[Any, Any], key: Any, plan: Any) -> None:
-    if LINE_CACHE_SIZE:  # off, every line is looked at afresh (the benchmark's cold row)
-        if len(plans) >= PLAN_CACHE_SIZE:
-            plans.clear()
-        plans[key] = plan
-
-
-def _redact_line(text: str) -> str:
-    # The needs are read once, from the line as it came; the length, hints and screens from the
-    # line as the rules before have left it.
-    lower = text.lower()
-    if len(lower) != len(text):  # _lowercase, inline: this runs for every line not seen before
-        lower = text.translate(_ASCII_LOWER)
-    raw = text.encode("utf-8", "surrogatepass")
-    skeleton = raw.translate(_DIGIT_SKELETON)
-    mask, todo = _PLANS.get(skeleton) or _plan(text, lower, raw, skeleton)
-    if not todo:  # most lines wake no rule
-        return text
-    i = restarts = 0
-    while i < len(todo):
-        rule = todo[i]
-        i += 1
-        start = 0
-        if rule[10] is not None:
-            start = rule[10](text, lower, raw, skeleton)
-            if start < 0:
-                continue
-        out, glued = rule[0].replace(text, lower if rule[1] else text, start)
-        if out is text:
-            continue
-        # The rules after this one read the new text. Its secrets were in the old text, with
-        # the features they need, so the rules chosen from the old text still cover them.
-        # When a replaced secret touched other text, the rules before this one read it again
-        # too: a placeholder ends in "]", so a token glued to the secret (a card number with a
-        # key right after it) now starts at a word boundary. A secret between whitespace changes
-        # nothing any rule sees: no pattern begins or ends with whitespace, and no lookaround
-        # reaches past it. The rule that replaced reads its output again too: a rule alone is
-        # not always idempotent (an address glued behind another, "a@b.co-x@y.com", is only
-        # an address once the first is a placeholder).
-        text, lower = out, _lowercase(out)
-        raw = text.encode("utf-8", "surrogatepass")
-        skeleton = raw.translate(_DIGIT_SKELETON)
-        if restarts == _MAX_RESTARTS:
-            continue  # no more passes: the rest of this one reads the new text
-        after = rule[11] if not glued else -1
-        key = (skeleton, mask, after)
-        replan = _REPLANS.get(key)
-        if replan is None:
-            replan = _rules_for(mask, after)(text, lower, raw, skeleton)
-            _remember_plan(_REPLANS, key, replan)
-        todo, i = replan, 0
-        restarts += glued
-    return text
-
-
-def _cached_line(text: str) -> str:
-    """A line's redaction, remembered; for a line the cache's current generation does not hold
-    (callers look there first)."""
-    # The shortest shapes: "::1", "a@b.io", "pwd=x"; anything else needs eight characters.
-    if len(text) < 8 and not ("@" in text or ":" in text or "=" in text):
-        return text
-    if len(text) > MAX_CACHED_LINE or not LINE_CACHE_SIZE:
-        return _redact_line(text)
+def _cached_line(line: str) -> str:
+    """``_redact_line(line)``, remembered."""
     global _cache, _previous
-    found = _previous.get(text)
+    found = _cache.get(line)
+    if found is not None:
+        return found
+    if len(line) > MAX_CACHED_LINE or not LINE_CACHE_SIZE:
+        return _redact_line(line)
+    found = _previous.get(line)
     if found is None:
-        found = _redact_line(text)
+        found = _redact_line(line)
     if len(_cache) >= LINE_CACHE_SIZE:
-        # Two generations: the lines still in use move over as they are met again, the
-        # one-off messages and ids go with the old generation.
         _previous, _cache = _cache, {}
-    _cache[text] = found
+    _cache[line] = found
     return found
 
 
 def set_line_cache_size(size: int) -> int:
-    """Remember up to ``size`` lines (0: none) and forget the ones remembered, and which rules
-    lines woke; returns the old size. For benchmarks and tests: the results are the same."""
+    """Remember up to ``size`` lines (0: none, and no plans either) and forget the lines and
+    plans remembered; returns the old size. For benchmarks and tests: results are the same."""
     global LINE_CACHE_SIZE
     old, LINE_CACHE_SIZE = LINE_CACHE_SIZE, size
     _cache.clear()
     _previous.clear()
     _PLANS.clear()
-    _REPLANS.clear()
     return old
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret the rules recognise replaced by its typed placeholder."""
-    # A remembered line is already its full redaction: the PEM rule, applied to one line, is
-    # part of what was remembered (a line left after it has no PEM header). Most texts are
-    # remembered lines, so they are looked up before anything else (a text with a newline, or
-    # shorter than any secret, is simply not found).
-    hit = _cache.get(text)
-    if hit is not None:
-        return hit
-    if len(text) < 3:
-        return text
-    if "\n" not in text:
-        if "PRIVATE KEY-----" in text:
-            text = _WHOLE_TEXT.apply(text, text)
-        return _cached_line(text)
-    return "\n".join(_redacted_lines(text))
+# -- texts ----------------------------------------------------------------------------------
+
+
+def _whole_text_rules(text: str) -> str:
+    """``text`` normalised, and the private-key rule applied to it (it spans lines)."""
+    text = normalise(text)
+    return _PRIVATE_KEY.apply(text, text) if "PRIVATE KEY" in text else text  # its hint
 
 
 def redact_lines(text: str) -> list[str]:
     """``redact(text).split("\\n")``, without the join and the split (the stack parser reads
     the lines)."""
-    if len(text) < 3:
-        return text.split("\n")
+    return list(map(_cached_line, _whole_text_rules(text).split("\n")))
+
+
+def redact(text: str) -> str:
+    """``text`` normalised, with every secret the rules recognise replaced by its typed
+    placeholder."""
+    found = _cache.get(text)  # most texts are one line, and most lines were seen before
+    if found is not None:
+        return found
+    text = _whole_text_rules(text)
     if "\n" not in text:
-        return [redact(text)]
-    return _redacted_lines(text)
-
-
-def _redacted_lines(text: str) -> list[str]:
-    if "PRIVATE KEY-----" in text:
-        text = _WHOLE_TEXT.apply(text, text)
-        if "\n" not in text:
-            return [_cached_line(text)]
-    if not LINE_CACHE_SIZE:
-        return [_redact_line(line) for line in text.split("\n")]
-    get = _cache.get  # the current generation; _cached_line looks in the older one
-    return [
-        hit if (hit := get(line)) is not None else _cached_line(line) for line in text.split("\n")
-    ]
+        return _cached_line(text)
+    return "\n".join(map(_cached_line, text.split("\n")))
 
 
 def is_secret_key(key: str) -> bool:
     """Whether an attribute named ``key`` holds a secret (``db.password``, ``X-Api-Key``…)."""
-    return key.lower().endswith(SECRET_KEY_WORDS)
+    return normalise(key).lower().endswith(SECRET_KEY_WORDS)

@@ -30,6 +30,7 @@ from intake.otlp_models import IngestedSignal
 from intake.tokens import token_create
 from ledger.models import InboundEvent
 from quests.models import Quest
+from tests.ingest import hidden
 from worker.loop import Worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("committed")]
@@ -221,3 +222,38 @@ def test_every_kind_of_secret_is_redacted_before_the_database_the_journal_and_th
         if needle in logs:
             leaks.append(f"{name} in the logs")
     assert not leaks, leaks
+
+
+def test_secrets_hidden_by_invisible_characters_or_unencoded_delimiters_are_not_stored(
+    client, workspace
+):
+    # issue 13, defect 16: each carried in a log's body, message, stack trace and an attribute
+    _, token = token_create(workspace, name="payments")
+    texts = "\n".join(hidden.carriers().values())
+    record = LogRecord(
+        time_unix_nano=1_767_600_000_000_000_000,
+        severity_number=17,
+        body=AnyValue(string_value=f"payment failed\n{texts}"),
+        attributes=[
+            attr("exception.type", "shop.gateway.PaymentError"),
+            attr("exception.message", f"gateway refused the request\n{texts}"),
+            attr("exception.stacktrace", TRACE.replace(SECRET_LINES, texts)),
+            attr("checkout.note", texts),
+        ],
+    )
+    request = ExportLogsServiceRequest(
+        resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=[record])])]
+    )
+    response = client.post(
+        "/v1/logs",
+        data=request.SerializeToString(),
+        content_type="application/x-protobuf",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200, response.content
+
+    signal = IngestedSignal.objects.get()
+    for placeholder in hidden.PLACEHOLDERS:  # the secrets were there, and went
+        assert placeholder in signal.message
+    assert InboundEvent.objects.count() == 1
+    assert hidden.leaks(database_values()) == []

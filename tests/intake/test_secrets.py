@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from io import StringIO
 
@@ -10,9 +11,13 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from ephyra.core.events import parse_event
 from intake.models import Hook
 from intake.services import hook_create
-from tests.intake.conftest import SECRET, deliver, fixture_bytes
+from ledger.models import InboundEvent
+from quests.engine import quest_apply
+from tests.ingest import hidden
+from tests.intake.conftest import SECRET, deliver, fixture, fixture_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -117,3 +122,31 @@ def test_an_event_name_shaped_like_a_token_is_stored_and_logged_redacted(
         "reason": "GitHub event '[redacted:github-token]' is not one Ephyra acts on",
     }
     assert token not in database_text() and token not in caplog.text
+
+
+def test_a_comment_carrying_secrets_hidden_by_invisible_characters_or_delimiters_stores_none(
+    client, workspace, hooks, quests, caplog
+):
+    # issue 13, defect 16: the inbound event, its journal event.json, the delivery row, the log
+    caplog.set_level(logging.DEBUG)
+    quests.ready("checkout-500")
+    comment = fixture("github", "issue_comment")
+    comment["comment"]["body"] = "It fails with:\n" + "\n".join(hidden.carriers().values())
+    response = deliver(client, "github", "issue_comment", comment)
+    assert (response.status_code, response.json()) == (202, {"status": "accepted", "events": 1})
+
+    row = InboundEvent.objects.get()
+    for placeholder in hidden.PLACEHOLDERS:  # the secrets were there, and went
+        assert placeholder in row.payload["body"]
+    decision = quest_apply(workspace, parse_event(row.payload)).applied.decision
+    assert decision.accepted and decision.quest.comments == 1
+
+    journal = journal_bytes(workspace).decode("utf-8", "replace")
+    assert "It fails with:" in journal  # the journal holds the comment, redacted
+    stored = [
+        ("the inbound event", json.dumps(row.payload, ensure_ascii=False)),
+        ("the database", database_text()),  # (as repr: an invisible character shows escaped)
+        ("the journal", journal),
+        ("the log", caplog.text),
+    ]
+    assert hidden.leaks(stored) == []
