@@ -5,10 +5,12 @@
 Seeds four workspaces (shop 40 % of the quests, billing 30 %, search 20 %, infra 10 %) with
 quest projection rows in a spread of states close to a busy installation's (a third wait for a
 person: at checkpoints A, B and C, claimed, parked; most of the rest closed or abandoned), each
-with a journal head, a title, a fingerprint, a severity, a route and a risk, the claims of ten
-reviewers on the claimed ones, the OTLP signal rows (``IngestedSignal``, with frames) each quest
-took, and the first audit entries of each quest, hash-chained per workspace. They go in by COPY
-(``ephyra.sql.insert_rows``), not through the engine: what is timed is reading, not writing.
+with a journal head, a title, a fingerprint, a severity, a route and a risk; a person's claim on
+each claimed one (the person timed holds 25 at any size, as a reviewer's load does not grow with
+the installation; the others are spread over one reviewer per 400 quests); the OTLP signal rows
+(``IngestedSignal``, with frames) each quest took; and the first audit entries of each quest,
+hash-chained per workspace. They go in by COPY (``ephyra.sql.insert_rows``), not through the
+engine: what is timed is reading, not writing.
 The one quest whose page is timed is real: journaled through the engine into a real Git journal,
 with its patch between two real commits of the workspace's mirror, its proof, twenty signals and
 a few comments, so its page reads Git and highlights the diff as in production.
@@ -95,8 +97,11 @@ SPREAD = {
     S.PLANNED: 6, S.PATCHING: 3, S.PROVING: 2, S.READY: 6, S.LANDING: 1, S.WATCHING: 4,
     S.CLOSED: 40, S.ROLLED_BACK: 1, S.PARKED: 5, S.HANDED_OFF: 6, S.ABANDONED: 7,
 }  # fmt: skip
-# Who holds the claims (a tenth each); rita is the person the inbox is timed for.
-REVIEWERS = ("rita", "ann", "bob", "cy", "dee", "eve", "fay", "gus", "hal", "ivy")
+# rita is the person the inbox is timed for; she holds MINE claimed reviews, the rest are held
+# by a pool of reviewers that grows with the installation (one per QUESTS_PER_REVIEWER quests).
+REVIEWERS = ("rita", "ann", "bob", "cy", "dee")
+MINE = 25
+QUESTS_PER_REVIEWER = 400
 SEVERITIES = {"error": 60, "warning": 20, "info": 12, "fatal": 8}
 ROUTES = {"auto_fix": 70, "human": 20, "research_only": 10}
 RISKS = {"low": 30, "medium": 50, "high": 20}
@@ -146,6 +151,7 @@ class Seeder:
         self.rng = random.Random(14)
         self.templates = state_templates()
         self.seeded = 0
+        self.mine = 0  # rita's claims
         self.signals = 0
         self.audit = 0
 
@@ -155,7 +161,7 @@ class Seeder:
             rows = {slug: ([], [], []) for slug in self.workspaces}
             for n in range(start, min(start + BATCH, self.seeded + count)):
                 slug = weighted(self.rng, WORKSPACES)
-                self.one(n, *rows[slug])
+                self.one(n, slug, *rows[slug])
             with transaction.atomic():
                 for slug, (quests, signals, audit) in rows.items():
                     workspace = self.workspaces[slug]
@@ -166,7 +172,13 @@ class Seeder:
                     self.audit += len(audit)
         self.seeded += count
 
-    def one(self, n: int, quests: list, signals: list, audit: list) -> None:
+    def claimant(self, n: int, slug: str) -> str:
+        if slug in REVIEWER_IN and self.mine < MINE:
+            self.mine += 1
+            return "rita"
+        return f"reviewer-{self.rng.randrange(max(1, n // QUESTS_PER_REVIEWER))}"
+
+    def one(self, n: int, slug: str, quests: list, signals: list, audit: list) -> None:
         rng = self.rng
         state = weighted(rng, SPREAD)
         at = rng.choice((S.HYPOTHESISED, S.PLANNED, S.READY))
@@ -193,7 +205,7 @@ class Seeder:
             updated_at=updated.isoformat(),
         )
         if state is S.HANDED_OFF:
-            data["claim"] = rng.choice(REVIEWERS)
+            data["claim"] = self.claimant(n, slug)
         quests.append({"quest_id": quest_id, **projection_of(data, hexid("head", n))})
         module, function = place.split(".")
         frames = [
@@ -428,23 +440,41 @@ def audit_url() -> tuple[str, object, str]:
         return "/bench/audit/", urls, "audit list (audit_page + minimal template; no /audit/)"
 
 
-def timed(client: Client, url: str, requests: int, warmup: int) -> tuple[float, float, int]:
-    """The median request time in ms by the clock and by this process's CPU time (the machine
-    may be shared; the database server's own time is in the first only), and the queries of
-    one request."""
+class DatabaseTime:
+    """The time this connection spends in the database (executing and fetching), summed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, execute, sql, params, many, context):
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def timed(client: Client, url: str, requests: int, warmup: int) -> tuple[float, ...]:
+    """Medians of the request time in ms by the clock, by this process's CPU time (the
+    machine may be shared) and in the database's statements (by the clock, as this process
+    waits for them); and the queries of one request."""
     for _ in range(warmup):
         answer = client.get(url)
         if answer.status_code != 200:
             raise SystemExit(f"{url}: HTTP {answer.status_code}")
-    wall, cpu = [], []
+    wall, cpu, db = [], [], []
     for _ in range(requests):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        client.get(url)
-        wall.append((time.perf_counter() - start) * 1e3)
-        cpu.append((time.process_time() - start_cpu) * 1e3)
+        waited = DatabaseTime()
+        with connection.execute_wrapper(waited):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            client.get(url)
+            wall.append((time.perf_counter() - start) * 1e3)
+            cpu.append((time.process_time() - start_cpu) * 1e3)
+        db.append(waited.seconds * 1e3)
     with CaptureQueriesContext(connection) as captured:
         client.get(url)
-    return statistics.median(wall), statistics.median(cpu), len(captured)
+    medians = (statistics.median(wall), statistics.median(cpu), statistics.median(db))
+    return (*medians, len(captured))
 
 
 def vacuum() -> None:
@@ -518,7 +548,7 @@ def table(sizes, pages, results, seeding, seeder, requests, warmup) -> str:
         f"# the reviewer dashboard over {' and '.join(f'{n:,}' for n in sizes)} quests "
         f"in {connection.vendor} ({database}); server time per request through Django's test "
         f"client, median of {requests} after {warmup} warm-up: ms by the clock (ms of this "
-        "process's CPU)",
+        "process's CPU / ms waiting for the database)",
         f"# Python {platform.python_version()} on {platform.machine()}; at the largest size: "
         f"{total:,} quests, {waiting:,} waiting for a person, {seeder.signals + 20:,} signal rows, "
         f"{AuditEntry.objects.count():,} audit entries",
@@ -537,8 +567,8 @@ def table(sizes, pages, results, seeding, seeder, requests, warmup) -> str:
     lines += [head, rule]
     for label, _, _ in pages:
         row = f"| {label} |"
-        for median, cpu, queries in results[label]:
-            row += f" {median:.1f} ({cpu:.1f}) | {queries} |"
+        for median, cpu, db, queries in results[label]:
+            row += f" {median:.1f} ({cpu:.1f} / {db:.1f}) | {queries} |"
         if len(sizes) > 1:
             row += f" {results[label][-1][0] / results[label][0][0]:.2f}x |"
         lines.append(row)
@@ -547,7 +577,7 @@ def table(sizes, pages, results, seeding, seeder, requests, warmup) -> str:
     lines += ["", "targets (at the largest size):"]
     checks = [
         ("inbox ≤ 30 ms", inbox[-1][0] <= 30),
-        ("inbox ≤ 10 queries", inbox[-1][2] <= 10),
+        ("inbox ≤ 10 queries", inbox[-1][3] <= 10),
         ("quest page ≤ 50 ms", quest_page[-1][0] <= 50),
     ]
     if len(sizes) > 1:
