@@ -502,6 +502,7 @@ def people(workspaces: dict[str, Workspace]):
 
 
 def run(sizes: list[int], requests: int, warmup: int) -> str:
+    load = os.getloadavg()
     tmp = Path(_DATA.name)
     now = datetime.now(UTC).replace(microsecond=0)
     workspaces = {}
@@ -537,10 +538,11 @@ def run(sizes: list[int], requests: int, warmup: int) -> str:
             gc.collect()
             for label, url, user in pages:
                 results[label].append(timed(clients[user.pk], url, requests, warmup))
-    return table(sizes, pages, results, seeding, seeder, requests, warmup)
+    return table(sizes, pages, results, seeding, seeder, requests, warmup, load)
 
 
-def table(sizes, pages, results, seeding, seeder, requests, warmup) -> str:
+def table(sizes, pages, results, seeding, seeder, requests, warmup, load) -> str:
+    postgres = connection.vendor == "postgresql"
     waiting = Quest.objects.filter(state__in=[str(s) for s in WAITING_STATES]).count()
     total = Quest.objects.count()
     database = connection.settings_dict["NAME"]
@@ -552,8 +554,10 @@ def table(sizes, pages, results, seeding, seeder, requests, warmup) -> str:
         f"# Python {platform.python_version()} on {platform.machine()}; at the largest size: "
         f"{total:,} quests, {waiting:,} waiting for a person, {seeder.signals + 20:,} signal rows, "
         f"{AuditEntry.objects.count():,} audit entries",
-        "# seeding (COPY, then VACUUM ANALYZE): "
+        f"# seeding ({'COPY, then VACUUM ANALYZE' if postgres else 'INSERT, then ANALYZE'}): "
         + ", ".join(f"{n:,} quests in {s:.1f} s" for n, s in seeding),
+        f"# load average {load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+        f"on {os.cpu_count()} CPUs: a busy machine adds to the clock, not to this process's CPU",
         "",
     ]
     head = "| page |"
@@ -574,18 +578,32 @@ def table(sizes, pages, results, seeding, seeder, requests, warmup) -> str:
         lines.append(row)
     inbox = results[pages[0][0]]
     quest_page = results[pages[1][0]]
-    lines += ["", "targets (at the largest size):"]
-    checks = [
-        ("inbox ≤ 30 ms", inbox[-1][0] <= 30),
-        ("inbox ≤ 10 queries", inbox[-1][3] <= 10),
-        ("quest page ≤ 50 ms", quest_page[-1][0] <= 50),
+    lines += [
+        "",
+        "targets at the largest size, by the clock and by this process's CPU plus the wait for "
+        "the database (near what the clock reads on an idle machine):",
     ]
+
+    def judged(name: str, measured: tuple, bound: float, base: tuple | None = None) -> str:
+        clock, busy = measured[0], measured[1] + measured[2]
+        if base is not None:  # a ratio to the smallest size
+            clock, busy = clock / base[0], busy / (base[1] + base[2])
+        verdicts = [
+            f"{what} {f'{value:.2f}x' if base else f'{value:.1f} ms'} "
+            f"{'met' if value <= bound else 'MISSED'}"
+            for what, value in (("clock", clock), ("CPU + database", busy))
+        ]
+        return f"- {name}: " + "; ".join(verdicts)
+
+    lines.append(judged("inbox ≤ 30 ms", inbox[-1], 30))
+    lines.append(
+        f"- inbox ≤ 10 queries: {inbox[-1][3]} {'met' if inbox[-1][3] <= 10 else 'MISSED'}"
+    )
+    lines.append(judged("quest page ≤ 50 ms", quest_page[-1], 50))
     if len(sizes) > 1:
-        checks.append(
-            (f"inbox within 1.5x of its time at {sizes[0]:,}", inbox[-1][0] <= 1.5 * inbox[0][0])
+        lines.append(
+            judged(f"inbox within 1.5x of its time at {sizes[0]:,}", inbox[-1], 1.5, inbox[0])
         )
-    for name, met in checks:
-        lines.append(f"- {name}: {'met' if met else 'MISSED'}")
     return "\n".join(lines)
 
 
