@@ -139,16 +139,18 @@ def capped_counts(queries: dict[str, QuerySet], bound: int = COUNT_CAP) -> dict[
     """How many rows each query matches, up to ``bound``, all in one statement: each counts
     the rows of ``<query> LIMIT bound + 1``, so the database stops reading at the bound
     whatever the size of the table."""
-    parts, params = [], []
+    parts, params, using = [], [], Quest.objects.db
     for n, rows in enumerate(queries.values()):
+        limited = rows.order_by().values("pk")[: bound + 1]
+        using = limited.db
         try:
-            sql, values = rows.order_by().values("pk")[: bound + 1].query.sql_with_params()
+            sql, values = limited.query.get_compiler(using=using).as_sql()
         except EmptyResultSet:  # a condition no row can meet, such as ``slug IN ()``
             parts.append("0")
             continue
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{n})")
         params.extend(values)
-    with connections[Quest.objects.db].cursor() as cursor:
+    with connections[using].cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts), params)
         counted = cursor.fetchone()
     return {
@@ -175,9 +177,14 @@ class CappedPaginator(Paginator):
         return self.tally + 1 if self.tally.more else int(self.tally)
 
 
+# Past this many pages the count is exact and ``get_page`` lands on the last page, as Django's
+# Paginator does; the bound stays an integer every database takes as a LIMIT.
+_FURTHEST_PAGE = 1_000_000
+
+
 def _page_number(page) -> int:
     try:
-        return max(1, int(page))
+        return min(max(1, int(page)), _FURTHEST_PAGE)
     except (TypeError, ValueError):
         return 1  # as Paginator.get_page answers it
 

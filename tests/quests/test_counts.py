@@ -95,3 +95,14 @@ def test_oldest_first_is_latest_first_reversed_ties_included(workspace):
     latest = [q.quest_id for q in inbox_page(ann, InboxFilters(sort="updated"))]
     oldest = [q.quest_id for q in inbox_page(ann, InboxFilters(sort="oldest"))]
     assert oldest == latest[::-1]
+
+
+def test_a_page_number_past_every_quest_shows_the_last_page(client, workspace):
+    ann = person("ann", shop=[Role.REVIEWER])
+    add_quests(workspace, PAGE_SIZE + 2, State.PLANNED)
+    client.force_login(ann)
+    for number in ("3", "99999999999999999999999", "-4", "two"):
+        answer = client.get(reverse("inbox:inbox"), {"page": number})
+        assert answer.status_code == 200
+    html = client.get(reverse("inbox:inbox"), {"page": "99999999999999999999999"}).content
+    assert "Page 2 of 2 · 52 quests" in html.decode()
