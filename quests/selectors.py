@@ -13,17 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, reduce
+from operator import or_
 
 from django.core.exceptions import EmptyResultSet
 from django.core.paginator import Page, Paginator
 from django.db import connections
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Concat
 
 from ephyra.core.states import Severity, State
 from ledger.models import InboundEvent, Operation
 from quests.models import WAITING_STATES, Quest, Workspace
-from quests.roles import workspace_roles
+from quests.roles import Role, workspace_roles
 from quests.workspaces import workspace_journal
 
 # States in which a quest waits for a person, and the checkpoint each one stands at.
@@ -75,14 +77,34 @@ def readable_workspaces(user) -> list[str]:
     return sorted(workspace_roles(user))
 
 
+def readable_workspace_ids(user) -> dict[str, int]:
+    """The workspaces ``user`` holds any role in, as ``readable_workspaces`` reads them from
+    the role groups (``<slug>:<role>``), by slug with their ids, in one query.
+
+    Lists filter their rows on these ids, not on a join with the slugs: given the ids, the
+    database knows from its statistics how many rows they keep; given slugs, it guesses a
+    tenth, and past the first pages of the inbox it sorted every waiting quest instead of
+    reading its index in order."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return {}
+    workspaces = Workspace.objects.all()
+    if not user.is_superuser:
+        held = user.groups.filter(
+            reduce(or_, (Q(name=Concat(OuterRef("slug"), Value(f":{role}"))) for role in Role))
+        )
+        workspaces = workspaces.filter(Exists(held))
+    return dict(workspaces.values_list("slug", "id"))
+
+
 def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
     """The quests ``user`` may read that match ``filters``, sorted; not yet evaluated."""
-    slugs = readable_workspaces(user)
-    rows = Quest.objects.filter(workspace__slug__in=slugs).select_related("workspace")
+    readable = readable_workspace_ids(user)
+    ids = list(readable.values())
+    if filters.workspace:
+        ids = [readable[filters.workspace]] if filters.workspace in readable else []
+    rows = Quest.objects.filter(workspace_id__in=ids).select_related("workspace")
     if filters.waiting:
         rows = rows.filter(state__in=[str(s) for s in WAITING_STATES])
-    if filters.workspace:
-        rows = rows.filter(workspace__slug=filters.workspace)
     if filters.state:
         rows = rows.filter(state=filters.state)
     if filters.checkpoint:
@@ -200,7 +222,7 @@ def inbox_page(user, filters: InboxFilters, page: int = 1) -> Page:
 def inbox_counts(user) -> dict[str, Tally]:
     """How many quests wait per tab, each up to ``COUNT_CAP``, in one query: at a checkpoint,
     claimed by ``user``, claimed by anyone, parked."""
-    rows = Quest.objects.filter(workspace__slug__in=readable_workspaces(user))
+    rows = Quest.objects.filter(workspace_id__in=readable_workspace_ids(user).values())
     handed_off = rows.filter(state=State.HANDED_OFF)
     return capped_counts(
         {
