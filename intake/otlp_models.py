@@ -77,6 +77,8 @@ class IngestedSignal(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "fingerprint"], name="ingested_fingerprint"),
+            # The quest page's latest signals of one quest: without it, a scan of every signal.
+            models.Index(fields=["workspace", "quest_id", "-received_at"], name="ingested_quest"),
         ]
 
     def __str__(self) -> str:

@@ -9,6 +9,14 @@ from django.db import models
 from ephyra.core.states import Severity, State
 
 STATE_CHOICES = [(s.value, s.value) for s in State]
+# The states in which a quest waits for a person: at checkpoint A, B or C, claimed, parked.
+WAITING_STATES = (
+    State.HYPOTHESISED,
+    State.PLANNED,
+    State.READY,
+    State.HANDED_OFF,
+    State.PARKED,
+)
 SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
 
 
@@ -79,6 +87,15 @@ class Quest(models.Model):
             models.Index(fields=["workspace", "state", "-updated_at"], name="quest_inbox"),
             models.Index(fields=["workspace", "fingerprint"], name="quest_fingerprint"),
             models.Index(fields=["claim"], name="quest_claim"),
+            # The inbox's default view, the waiting quests latest first (and oldest first,
+            # read backwards): the database reads one page of this index and stops, where
+            # quest_inbox, led by the workspace and the state, leaves it every waiting quest of
+            # the person's workspaces to sort. Partial, so it holds only the waiting quests.
+            models.Index(
+                fields=["-updated_at", "-id"],
+                name="quest_waiting_recent",
+                condition=models.Q(state__in=[str(s) for s in WAITING_STATES]),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -2,20 +2,30 @@
 
 Each selector answers in a fixed number of queries whatever the number of rows (the tests pin
 the counts), and reads only what the person may see: the workspaces they hold a role in.
+
+The inbox's cost stays flat as quests pile up (``benchmarks/inbox.py``): its counts stop at
+``COUNT_CAP`` rows and read "1,000+" past it, as GitHub's and Sentry's lists do, and its default
+order (latest first) is the order of a partial index of the waiting quests
+(``quest_waiting_recent``), so the database reads one page of it instead of sorting them all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property, reduce
+from operator import or_
 
+from django.core.exceptions import EmptyResultSet
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db import connections
+from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Concat
 
 from ephyra.core.states import Severity, State
 from ledger.models import InboundEvent, Operation
-from quests.models import Quest, Workspace
-from quests.roles import workspace_roles
+from quests.models import WAITING_STATES, Quest, Workspace
+from quests.roles import Role, workspace_roles
 from quests.workspaces import workspace_journal
 
 # States in which a quest waits for a person, and the checkpoint each one stands at.
@@ -24,13 +34,6 @@ CHECKPOINT_OF = {
     State.PLANNED: "B",
     State.READY: "C",
 }
-WAITING_STATES = (
-    State.HYPOTHESISED,
-    State.PLANNED,
-    State.READY,
-    State.HANDED_OFF,
-    State.PARKED,
-)
 SORTS = {
     "updated": "-updated_at",
     "oldest": "updated_at",
@@ -40,6 +43,9 @@ SORTS = {
     "title": "title",
 }
 PAGE_SIZE = 50
+# Counts stop here and read "1,000+" past it: counting every match costs as much as reading
+# them, and nobody pages through a thousand quests. A whole number of pages.
+COUNT_CAP = 1_000
 
 
 def checkpoint_of(quest: Quest) -> str:
@@ -71,14 +77,34 @@ def readable_workspaces(user) -> list[str]:
     return sorted(workspace_roles(user))
 
 
+def readable_workspace_ids(user) -> dict[str, int]:
+    """The workspaces ``user`` holds any role in, as ``readable_workspaces`` reads them from
+    the role groups (``<slug>:<role>``), by slug with their ids, in one query.
+
+    Lists filter their rows on these ids, not on a join with the slugs: given the ids, the
+    database knows from its statistics how many rows they keep; given slugs, it guesses a
+    tenth, and past the first pages of the inbox it sorted every waiting quest instead of
+    reading its index in order."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return {}
+    workspaces = Workspace.objects.all()
+    if not user.is_superuser:
+        held = user.groups.filter(
+            reduce(or_, (Q(name=Concat(OuterRef("slug"), Value(f":{role}"))) for role in Role))
+        )
+        workspaces = workspaces.filter(Exists(held))
+    return dict(workspaces.values_list("slug", "id"))
+
+
 def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
     """The quests ``user`` may read that match ``filters``, sorted; not yet evaluated."""
-    slugs = readable_workspaces(user)
-    rows = Quest.objects.filter(workspace__slug__in=slugs).select_related("workspace")
+    readable = readable_workspace_ids(user)
+    ids = list(readable.values())
+    if filters.workspace:
+        ids = [readable[filters.workspace]] if filters.workspace in readable else []
+    rows = Quest.objects.filter(workspace_id__in=ids).select_related("workspace")
     if filters.waiting:
         rows = rows.filter(state__in=[str(s) for s in WAITING_STATES])
-    if filters.workspace:
-        rows = rows.filter(workspace__slug=filters.workspace)
     if filters.state:
         rows = rows.filter(state=filters.state)
     if filters.checkpoint:
@@ -106,25 +132,105 @@ def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
             output_field=IntegerField(),
         )
         rows, order = rows.annotate(severity_rank=rank), "severity_rank"
-    # The primary key breaks ties, so a page never repeats or skips a quest.
-    return rows.order_by(order, "-pk").defer("data")
+    # The primary key breaks ties, so a page never repeats or skips a quest; in the sort's own
+    # direction, so that one index on (key, id) serves the sort both ways.
+    tie = "-pk" if order.startswith("-") else "pk"
+    return rows.order_by(order, tie).defer("data")
+
+
+class Tally(int):
+    """A count that stops at a bound: exact up to it; past it, the bound itself with ``more``
+    set. ``label`` is what a page shows: "37", "1,000+"."""
+
+    more: bool
+
+    def __new__(cls, value: int, more: bool = False) -> Tally:
+        tally = super().__new__(cls, value)
+        tally.more = more
+        return tally
+
+    @property
+    def label(self) -> str:
+        return f"{int(self):,}+" if self.more else f"{int(self):,}"
+
+    def __repr__(self) -> str:
+        return f"Tally({int(self)}{', more=True' if self.more else ''})"
+
+
+def capped_counts(queries: dict[str, QuerySet], bound: int = COUNT_CAP) -> dict[str, Tally]:
+    """How many rows each query matches, up to ``bound``, all in one statement: each counts
+    the rows of ``<query> LIMIT bound + 1``, so the database stops reading at the bound
+    whatever the size of the table."""
+    parts, params, using = [], [], Quest.objects.db
+    for n, rows in enumerate(queries.values()):
+        limited = rows.order_by().values("pk")[: bound + 1]
+        using = limited.db
+        try:
+            sql, values = limited.query.get_compiler(using=using).as_sql()
+        except EmptyResultSet:  # a condition no row can meet, such as ``slug IN ()``
+            parts.append("0")
+            continue
+        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{n})")
+        params.extend(values)
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        counted = cursor.fetchone()
+    return {
+        name: Tally(bound, more=True) if n > bound else Tally(n)
+        for name, n in zip(queries, counted, strict=True)
+    }
+
+
+class CappedPaginator(Paginator):
+    """A ``Paginator`` whose count stops at ``bound`` rows (``tally``). Past the bound it
+    counts one row more than the bound, so the pages up to the bound are whole and the last
+    of them offers a next one."""
+
+    def __init__(self, object_list: QuerySet, per_page: int, bound: int) -> None:
+        super().__init__(object_list, per_page)
+        self.bound = bound
+
+    @cached_property
+    def tally(self) -> Tally:
+        return capped_counts({"rows": self.object_list}, self.bound)["rows"]
+
+    @cached_property
+    def count(self) -> int:
+        return self.tally + 1 if self.tally.more else int(self.tally)
+
+
+# Past this many pages the count is exact and ``get_page`` lands on the last page, as Django's
+# Paginator does; the bound stays an integer every database takes as a LIMIT.
+_FURTHEST_PAGE = 1_000_000
+
+
+def _page_number(page) -> int:
+    try:
+        return min(max(1, int(page)), _FURTHEST_PAGE)
+    except (TypeError, ValueError):
+        return 1  # as Paginator.get_page answers it
 
 
 def inbox_page(user, filters: InboxFilters, page: int = 1) -> Page:
-    """One page of ``quests_for``: two queries (the count and the rows)."""
-    return Paginator(quests_for(user, filters), PAGE_SIZE).get_page(page)
+    """One page of ``quests_for``: two queries (the count and the rows). The count
+    (``page.paginator.tally``) stops at ``COUNT_CAP`` quests, or at the end of the page asked
+    for when that lies beyond."""
+    bound = max(COUNT_CAP, _page_number(page) * PAGE_SIZE)
+    return CappedPaginator(quests_for(user, filters), PAGE_SIZE, bound).get_page(page)
 
 
-def inbox_counts(user) -> dict[str, int]:
-    """How many quests wait per tab, in one query: at a checkpoint, claimed by ``user``,
-    claimed by anyone, parked."""
-    slugs = readable_workspaces(user)
-    checkpoints = [str(s) for s in CHECKPOINT_OF]
-    return Quest.objects.filter(workspace__slug__in=slugs).aggregate(
-        checkpoint=Count("pk", filter=Q(state__in=checkpoints)),
-        mine=Count("pk", filter=Q(state=State.HANDED_OFF, claim=user.get_username())),
-        handed_off=Count("pk", filter=Q(state=State.HANDED_OFF)),
-        parked=Count("pk", filter=Q(state=State.PARKED)),
+def inbox_counts(user) -> dict[str, Tally]:
+    """How many quests wait per tab, each up to ``COUNT_CAP``, in one query: at a checkpoint,
+    claimed by ``user``, claimed by anyone, parked."""
+    rows = Quest.objects.filter(workspace_id__in=readable_workspace_ids(user).values())
+    handed_off = rows.filter(state=State.HANDED_OFF)
+    return capped_counts(
+        {
+            "checkpoint": rows.filter(state__in=[str(s) for s in CHECKPOINT_OF]),
+            "mine": handed_off.filter(claim=user.get_username()),
+            "handed_off": handed_off,
+            "parked": rows.filter(state=State.PARKED),
+        }
     )
 
 

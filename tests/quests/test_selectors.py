@@ -3,10 +3,13 @@ with the number of rows."""
 
 from __future__ import annotations
 
+from django.contrib.auth.models import AnonymousUser, Group
+
 from ledger.selectors import AuditFilters, audit_page
 from quests import actions
 from quests.actions import Seen
-from quests.roles import Role
+from quests.models import Workspace
+from quests.roles import Role, workspace_roles
 from quests.selectors import (
     InboxFilters,
     checkpoint_of,
@@ -15,6 +18,7 @@ from quests.selectors import (
     quest_effects,
     quest_for,
     quest_timeline,
+    readable_workspace_ids,
 )
 from tests.quests.conftest import drive, person, work
 
@@ -59,6 +63,28 @@ def test_a_person_sees_only_the_workspaces_they_hold_a_role_in(workspace, other_
     assert list(inbox_page(nobody, InboxFilters())) == []
     assert quest_for(ann, "shop", "mine") is not None
     assert quest_for(ann, "other", "theirs") is None  # not revealed to exist
+
+
+def test_lists_read_exactly_the_workspaces_the_person_holds_a_role_in(workspace, other_workspace):
+    Workspace.objects.create(slug="shop-eu", name="Shop EU", repository=workspace.repository)
+    ann = person("ann", shop=[Role.REVIEWER])
+    sam = person("sam", shop=[Role.STAFF], other=[Role.ADMIN, Role.STAFF])
+    eve = person("eve", **{"shop-eu": [Role.REVIEWER]})  # not shop, whose slug begins hers
+    odd = person("odd")
+    odd.groups.add(Group.objects.create(name="shop:owner"), Group.objects.create(name="other"))
+    gone = person("gone", shop=[Role.ADMIN])
+    gone.is_active = False
+    root = person("root")
+    root.is_superuser = True
+    ids = dict(Workspace.objects.values_list("slug", "id"))
+    for user in (ann, sam, eve, odd, gone, root, AnonymousUser()):
+        readable = readable_workspace_ids(user)
+        assert set(readable) == set(workspace_roles(user)), user
+        assert all(ids[slug] == pk for slug, pk in readable.items())
+    assert set(readable_workspace_ids(sam)) == {"shop", "other"}
+    assert set(readable_workspace_ids(eve)) == {"shop-eu"}
+    assert set(readable_workspace_ids(root)) == {"shop", "other", "shop-eu"}
+    assert readable_workspace_ids(odd) == readable_workspace_ids(gone) == {}
 
 
 def test_the_inbox_costs_the_same_queries_for_three_quests_or_thirty(
