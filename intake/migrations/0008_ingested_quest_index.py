@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('intake', '0004_triage_routes'),
+        ('intake', '0007_verbose_names'),
     ]
 
     operations = [
