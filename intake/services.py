@@ -6,6 +6,12 @@ row and hands the events to the inbound queue, which the workspace's worker appl
 engine. The unique delivery id, not a read before the write, is what makes a redelivery count
 once, even when two copies race.
 
+``hook_register``, ``hook_set_enabled`` and ``hook_remove`` are what an admin does on the
+dashboard: each checks the person's role and is recorded in the workspace's audit chain. A
+secret Ephyra generates for GitHub, Gitea or Forgejo (which sign with it, so Ephyra must read
+it) goes to a file of its own under the data directory, mode 0600, and the hook row keeps
+only its ``file:`` reference; a GitLab token is kept as a salted digest.
+
 Free text a forge sends (a comment, a check's name, a ref, an environment, a reason that quotes
 an event name) is redacted with the OTLP signals' rules before any of it reaches the inbound
 queue, the delivery row, the journal or a log line: a person pasting a token into a pull
@@ -16,14 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import secrets
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 from ephyra.forge import ancestry, signatures
 from ephyra.forge.facts import CheckResult, Comment, Deployment, Fact, Ignored, Ping, Push, Review
@@ -36,10 +47,17 @@ from ephyra.forge.webhooks import (
     selection,
 )
 from ephyra.ingest.redact import redact
-from intake.credentials import validate_reference
+from intake.credentials import (
+    SecretUnavailable,
+    file_reference,
+    read_secret,
+    validate_reference,
+)
 from intake.models import Hook, ReviewLink, WebhookDelivery
+from ledger.audit import audit_append
 from ledger.inbound import submit_event
 from quests.models import Quest, Workspace
+from quests.roles import require
 
 logger = logging.getLogger("ephyra.intake")
 
@@ -83,6 +101,104 @@ def hook_create(
 
 def hook_endpoint(hook: Hook) -> str:
     return reverse("intake:receive", kwargs={"kind": hook.kind, "slug": hook.workspace.slug})
+
+
+def hook_secret_path(workspace: Workspace, kind: str) -> Path:
+    """Where a secret Ephyra generated for a workspace's hook is kept."""
+    return Path(settings.DATA_DIR).resolve() / "secrets" / f"{workspace.slug}-{kind}.secret"
+
+
+def hook_register(user, workspace: Workspace, kind: str) -> tuple[Hook, str]:
+    """For an admin of the workspace: register a hook with a secret Ephyra generates, audited
+    (``hook.created``). Returns the hook and the secret, to show once and paste into the forge.
+
+    GitLab compares the token itself, so only its salted digest is kept (``hook_create``'s
+    ``generate_token``). GitHub, Gitea and Forgejo sign each delivery with the secret, so
+    Ephyra must read it: it is written to ``hook_secret_path`` (mode 0600, in a folder of mode
+    0700) and the row holds the ``file:`` reference. ``ValueError`` for an unknown forge or a
+    kind the workspace already has a hook of; then no file is touched."""
+    require(user, workspace, "administer")
+    if kind not in SCHEMES:
+        raise ValueError(f"unknown forge {kind!r}: use one of {', '.join(SCHEMES)}")
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if kind == "gitlab":
+            hook, token = hook_create(locked, kind, generate_token=True)
+            secret = token or ""
+        else:
+            secret = secrets.token_urlsafe(32)
+            path = hook_secret_path(locked, kind)
+            written = _write_private(path.parent, secret)
+            try:
+                hook, _ = hook_create(locked, kind, secret_ref=file_reference(str(path)))
+                # Only now, with the hook's checks passed, may the file of that name change.
+                os.replace(written, path)
+            except BaseException:
+                written.unlink(missing_ok=True)
+                raise
+        _audit_hook(locked, user, "hook.created", hook)
+    return hook, secret
+
+
+def _write_private(directory: Path, secret: str) -> Path:
+    """A new file in ``directory`` holding ``secret``, readable by this user only."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")  # mode 0600
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(secret + "\n")
+    os.chmod(name, 0o600)  # mkstemp's mode already; said again for a reader of this code
+    return Path(name)
+
+
+def hook_set_enabled(user, hook: Hook, enabled: bool) -> Hook:
+    """Take a hook's deliveries again, or refuse them with 404 until enabled; audited
+    (``hook.enabled`` / ``hook.disabled``). ``ValueError`` when it already is so."""
+    require(user, hook.workspace, "administer")
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=hook.workspace_id)
+        if not Hook.objects.filter(pk=hook.pk, active=not enabled).update(active=enabled):
+            state = "enabled" if enabled else "disabled"
+            raise ValueError(f"the {hook.kind} hook of {locked.slug} already is {state}")
+        hook.active = enabled
+        _audit_hook(locked, user, "hook.enabled" if enabled else "hook.disabled", hook)
+    return hook
+
+
+def hook_remove(user, hook: Hook) -> None:
+    """Delete a hook (its deliveries are kept), audited (``hook.removed``). A secret file
+    Ephyra generated for it is deleted once the removal commits; a reference the admin gave
+    (``manage.py hooks add --secret-file``) names a file Ephyra does not own and is left."""
+    require(user, hook.workspace, "administer")
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=hook.workspace_id)
+        generated = hook_secret_path(locked, hook.kind)
+        _audit_hook(locked, user, "hook.removed", hook)
+        Hook.objects.filter(pk=hook.pk).delete()
+        if hook.secret_ref == f"file:{generated}":
+            transaction.on_commit(lambda: generated.unlink(missing_ok=True))
+
+
+def hook_secret_hint(hook: Hook) -> str:
+    """What a page may say about a hook's secret: its first characters, or why it cannot be
+    read (the web process reads it on every delivery, so that is worth knowing now)."""
+    if hook.token_hash:
+        return "a token Ephyra generated; only its salted digest is kept"
+    try:
+        secret = read_secret(hook.secret_ref)
+    except SecretUnavailable as exc:
+        return f"cannot be read: {exc}"
+    return f"starts with {secret[:4]}…"
+
+
+def _audit_hook(workspace: Workspace, user, action: str, hook: Hook) -> None:
+    audit_append(
+        workspace,
+        at=timezone.now(),
+        actor=f"person:{user.get_username()}",
+        action=action,
+        object=f"hook:{hook.kind}",
+        payload={"kind": hook.kind, "secret": hook.secret_ref or "token digest"},
+    )
 
 
 def _load_quests(workspace: Workspace, fact: Fact, linked: list[str]) -> list[OpenQuest]:

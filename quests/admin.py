@@ -2,19 +2,28 @@
 
 Workspaces and policy versions change only through their services (``workspace_create``,
 ``quests.policies``): each add form calls the service from its validation, so a refusal shows
-on the form, and the admin itself saves nothing. Quests are read-only.
+on the form, and the admin itself saves nothing. A version becomes current only through an
+approved proposal (four eyes): the admin proposes, the dashboard's policy page approves.
+Quests are read-only.
 """
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.urls import reverse
+from django.utils.html import format_html
 
 from ephyra.policy import PolicyError
 from ephyra.readonly_admin import ReadOnlyAdmin
 from quests.models import PolicyVersion, Quest, Workspace
-from quests.policies import PolicyDuplicate, policy_set_current, policy_version_add
+from quests.policies import (
+    PolicyDuplicate,
+    PolicyRefused,
+    policy_propose_version,
+    policy_version_add,
+)
 from quests.workspaces import workspace_create
 
 
@@ -59,8 +68,8 @@ class WorkspaceAddForm(forms.ModelForm):
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
     """Added through ``workspace_create``; afterwards only the display name changes. Its
-    repository, branch and remote were checked when it was made, and its policy changes by the
-    policy versions' action. Never deleted here: its audit log is append-only."""
+    repository, branch and remote were checked when it was made, and its policy changes by an
+    approved proposal. Never deleted here: its audit log is append-only."""
 
     list_display = ("slug", "name", "base_branch", "repository", "current_policy")
     search_fields = ("slug", "name")
@@ -135,12 +144,13 @@ class PolicyVersionAddForm(forms.ModelForm):
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(admin.ModelAdmin):
     """A version is a reviewed text, never edited or deleted: a change is a new version. Which
-    version is current is chosen by the action below, and audited."""
+    version is current is decided by four eyes: the action below proposes one, and a second
+    admin approves the proposal on the dashboard's policy page (``quests.policies``)."""
 
     list_display = ("workspace", "digest", "current", "reviewed_by", "created_at")
     list_filter = ("workspace",)
     readonly_fields = ("workspace", "digest", "text", "reviewed_by", "created_at")
-    actions = ("make_current",)
+    actions = ("propose_current",)
 
     @admin.display(boolean=True, description="current")
     def current(self, version: PolicyVersion) -> bool:
@@ -173,32 +183,34 @@ class PolicyVersionAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def has_set_current_permission(self, request) -> bool:
-        """Choosing the current policy changes the workspace."""
-        return request.user.has_perm("quests.change_workspace")
-
-    @admin.action(
-        description="Make the selected version its workspace's current policy",
-        permissions=["set_current"],
-    )
-    def make_current(self, request, queryset) -> None:
+    @admin.action(description="Propose the selected version as its workspace's current policy")
+    def propose_current(self, request, queryset) -> None:
+        """Four eyes: this opens a proposal; another admin of the workspace approves it on the
+        dashboard's policy page, and only then does the version become current."""
         versions = list(queryset.select_related("workspace")[:2])
         if len(versions) != 1:
             self.message_user(
-                request, "Select exactly one policy version to make current.", messages.ERROR
+                request, "Select exactly one policy version to propose.", messages.ERROR
             )
             return
         [version] = versions
-        actor = f"person:{request.user.get_username()}"
-        slug = version.workspace.slug
-        if policy_set_current(version, actor=actor):
-            self.message_user(request, f"Policy {version.digest} is now the policy of {slug}.")
-        else:
-            self.message_user(
-                request,
-                f"Policy {version.digest} already is the policy of {slug}.",
-                messages.WARNING,
-            )
+        try:
+            proposal = policy_propose_version(request.user, version, "proposed in the admin")
+        except (PolicyRefused, PermissionDenied) as refused:
+            self.message_user(request, f"Not proposed: {refused}", messages.ERROR)
+            return
+        page = reverse("inbox:policy", args=[version.workspace.slug])
+        self.message_user(
+            request,
+            format_html(
+                "Policy {} is proposed as the policy of {} (proposal #{}); another admin "
+                'approves it on <a href="{}">its policy page</a>.',
+                version.digest,
+                version.workspace.slug,
+                proposal.pk,
+                page,
+            ),
+        )
 
 
 @admin.register(Quest)

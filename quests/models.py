@@ -1,10 +1,12 @@
-"""Workspaces, their policy versions and the quest projection.
+"""Workspaces, their policy versions and proposals, and the quest projection.
 
 The projection is what pages and lists read; the truth of a quest is its Git journal, and
 ``python manage.py repair`` rebuilds these rows from it.
 """
 
+from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from ephyra.core.states import Severity, State
 
@@ -53,6 +55,47 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace.slug} {self.digest[:15]}"
+
+
+class PolicyProposal(models.Model):
+    """A request to make a version its workspace's current policy: four eyes. One admin
+    proposes it; another admin approves it (only then does ``Workspace.policy`` change) or
+    rejects it; the proposer may withdraw it. A workspace has at most one open proposal."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="policy_proposals"
+    )
+    version = models.ForeignKey(PolicyVersion, on_delete=models.CASCADE, related_name="proposals")
+    # Accounts, not names: the four-eyes rule compares them. Deactivate a person, never delete.
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    note = models.TextField(blank=True, help_text="Why the proposer wants this change.")
+    reason = models.TextField(blank=True, help_text="Why it was rejected or withdrawn.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace"],
+                condition=Q(state="open"),
+                name="policy_one_open_proposal",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id} proposal #{self.pk} ({self.state})"
 
 
 class Quest(models.Model):

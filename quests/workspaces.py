@@ -14,11 +14,16 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
 
 from ephyra.core.rules import MachinePolicy
 from ephyra.policy import AutonomyPolicy, default_policy, parse_policy
 from journal.store import Journal
+from ledger.audit import audit_append
 from quests.models import Workspace
+from quests.roles import Role, role_grant, role_groups_create
 
 
 def workspace_create(
@@ -103,3 +108,39 @@ def workspace_policy(workspace: Workspace) -> MachinePolicy:
     if workspace.policy_id is None:
         return _machine_policy(None, "default")
     return _machine_policy(workspace.policy.text, f"policy {workspace.policy.digest}")
+
+
+def workspace_add(
+    user, slug: str, source: str, *, base_branch: str = "main", name: str = ""
+) -> Workspace:
+    """``workspace_create`` for a person on the dashboard: a superuser, or an account with
+    Django's ``quests.add_workspace`` permission. The workspace's three role groups are made,
+    its creator becomes its admin (a superuser already holds every role), and its audit chain
+    starts with ``workspace.created``. ``PermissionDenied`` without the permission;
+    ``ValueError`` (in words for the person) for a refused repository, branch or slug."""
+    if not user.has_perm("quests.add_workspace"):
+        raise PermissionDenied(
+            "adding a workspace needs a superuser or the permission quests.add_workspace"
+        )
+    if Workspace.objects.filter(slug=slug).exists():
+        raise ValueError(f"workspace {slug!r} already exists")
+    if source.startswith("-"):
+        raise ValueError("a repository path or URL does not start with '-'")
+    if Path(source).is_dir():
+        # A path is kept as the remote the journals are pushed to: relative to nothing later.
+        source = str(Path(source).resolve())
+    workspace = workspace_create(slug, source, base_branch=base_branch, name=name)
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        role_groups_create(locked)
+        if not user.is_superuser:
+            role_grant(user, locked, Role.ADMIN)
+        audit_append(
+            locked,
+            at=timezone.now(),
+            actor=f"person:{user.get_username()}",
+            action="workspace.created",
+            object=f"workspace:{slug}",
+            payload={"remote": source, "base_branch": base_branch},
+        )
+    return workspace

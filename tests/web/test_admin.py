@@ -1,7 +1,8 @@
 """The admin, through Django's test client, as a superuser.
 
 What the engine, the worker and intake write is viewable and never changed there; workspaces
-and policy versions change only through their services, whose refusals show on the form.
+and policy versions change only through their services, whose refusals show on the form, and a
+version becomes current only when a second admin approves its proposal.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation, UsageReceipt
-from quests.models import PolicyVersion, Quest, Workspace
+from quests.models import PolicyProposal, PolicyVersion, Quest, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -306,34 +307,72 @@ def test_a_policy_version_is_never_edited_or_deleted(admin_client, shop):
     assert version.text == POLICY
 
 
-def test_making_a_version_current_is_an_explicit_audited_action(admin_client, shop):
+def test_the_admin_proposes_a_version_and_only_a_second_admins_approval_makes_it_current(
+    admin_client, shop
+):
     admin_client.post("/admin/quests/policyversion/add/", {"workspace": shop.pk, "text": POLICY})
     version = PolicyVersion.objects.get()
     entries = AuditEntry.objects.filter(workspace=shop).count()
     response = admin_client.post(
         "/admin/quests/policyversion/",
-        {"action": "make_current", "index": "0", "_selected_action": [version.pk]},
+        {"action": "propose_current", "index": "0", "_selected_action": [version.pk]},
         follow=True,
     )
-    assert f"Policy {version.digest} is now the policy of shop." in response.content.decode()
+    proposal = PolicyProposal.objects.get()
+    page = response.content.decode()
+    assert (
+        f"Policy {version.digest} is proposed as the policy of shop (proposal #{proposal.pk}); "
+        'another admin approves it on <a href="/w/shop/policy/">its policy page</a>.' in page
+    )
     shop.refresh_from_db()
-    assert shop.policy_id == version.pk
+    assert shop.policy_id is None  # proposed, not current
+    assert (proposal.state, proposal.version, proposal.proposed_by.username) == (
+        "open",
+        version,
+        "ann",
+    )
     entry = AuditEntry.objects.filter(workspace=shop).order_by("-sequence").first()
     assert AuditEntry.objects.filter(workspace=shop).count() == entries + 1
     assert (entry.actor, entry.action, entry.object) == (
         "person:ann",
-        "workspace.policy_set",
+        "policy.proposed",
         "workspace:shop",
     )
-    assert entry.payload == {"digest": version.digest, "previous": None}
+
+    # The proposer, a superuser, still cannot approve it; a second admin can.
+    approve = f"/w/shop/policy/{proposal.pk}/approve"
+    assert admin_client.post(approve).status_code == 403
+    get_user_model().objects.create_superuser("bob", "bob@example.com", "battery staple")
+    second = admin_client.__class__()
+    second.login(username="bob", password="battery staple")
+    assert second.post(approve).status_code == 303
+    shop.refresh_from_db()
+    assert shop.policy_id == version.pk
     out = StringIO()
     call_command("audit", "verify", stdout=out)
     assert out.getvalue().startswith("shop: verified")
 
     again = admin_client.post(
         "/admin/quests/policyversion/",
-        {"action": "make_current", "index": "0", "_selected_action": [version.pk]},
+        {"action": "propose_current", "index": "0", "_selected_action": [version.pk]},
         follow=True,
     )
-    assert f"Policy {version.digest} already is the policy of shop." in again.content.decode()
-    assert AuditEntry.objects.filter(workspace=shop).count() == entries + 1
+    assert "Not proposed: this text already is the current policy of shop" in (
+        again.content.decode()
+    )
+    assert PolicyProposal.objects.count() == 1
+
+
+def test_the_admin_no_longer_makes_a_version_current_by_itself(admin_client, shop):
+    admin_client.post("/admin/quests/policyversion/add/", {"workspace": shop.pk, "text": POLICY})
+    version = PolicyVersion.objects.get()
+    listing = admin_client.get("/admin/quests/policyversion/").content.decode()
+    assert "make_current" not in listing and 'value="propose_current"' in listing
+    entries = AuditEntry.objects.count()
+    admin_client.post(
+        "/admin/quests/policyversion/",
+        {"action": "make_current", "index": "0", "_selected_action": [version.pk]},
+    )
+    shop.refresh_from_db()
+    assert shop.policy_id is None
+    assert AuditEntry.objects.count() == entries
