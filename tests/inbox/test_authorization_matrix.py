@@ -10,8 +10,12 @@ import pygit2
 import pytest
 from django.urls import reverse
 
+from ephyra.policy import DEFAULT_POLICY_PATH
+from intake.services import hook_register
+from intake.tokens import token_create
 from ledger.models import Operation
 from quests.models import Quest
+from quests.policies import policy_propose, policy_version_add
 from quests.roles import Role
 from tests.quests.conftest import drive, person
 
@@ -36,6 +40,19 @@ COLUMNS = {
     "kill": (POST, lambda w: f"/q/shop/{w['quest']}/act", "kill"),
     "resolve": (POST, lambda w: "/ledger/resolve", "resolve"),
     "verify chain": (POST, lambda w: "/audit/verify", "verify"),
+    "workspaces": (GET, lambda w: "/workspaces/", None),
+    "workspace page": (GET, lambda w: "/w/shop/", None),
+    "policy page": (GET, lambda w: "/w/shop/policy/", None),
+    "add workspace": (POST, lambda w: "/workspaces/add", "workspace_add"),
+    "make a token": (POST, lambda w: "/w/shop/tokens", "token"),
+    "revoke a token": (POST, lambda w: f"/w/shop/tokens/{w['token']}/revoke", "empty"),
+    "register a hook": (POST, lambda w: "/w/shop/hooks", "hook"),
+    "disable a hook": (POST, lambda w: "/w/shop/hooks/github/disable", "empty"),
+    "propose a policy": (POST, lambda w: "/w/shop/policy/propose", "policy"),
+    "propose a version": (POST, lambda w: "/w/shop/policy/propose-version", "version"),
+    "withdraw a proposal": (POST, lambda w: f"/w/shop/policy/{w['proposal']}/withdraw", "empty"),
+    "reject a proposal": (POST, lambda w: f"/w/shop/policy/{w['proposal']}/reject", "reject"),
+    "approve a proposal": (POST, lambda w: f"/w/shop/policy/{w['proposal']}/approve", "empty"),
 }
 # The exact status of each cell. 303 is the post/redirect/get of an action taken or refused by
 # the machine; 403 a role that does not allow it; 404 another workspace's object.
@@ -53,6 +70,22 @@ EXPECTED = {
     "kill": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
     "resolve": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
     "verify chain": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 303, OUTSIDER: 404},
+    "workspaces": {ANON: LOGIN, REVIEWER: 200, ADMIN: 200, STAFF: 200, OUTSIDER: 200},
+    "workspace page": {ANON: LOGIN, REVIEWER: 403, ADMIN: 200, STAFF: 403, OUTSIDER: 404},
+    "policy page": {ANON: LOGIN, REVIEWER: 403, ADMIN: 200, STAFF: 403, OUTSIDER: 404},
+    # Adding a workspace takes Django's add-workspace permission (or a superuser), not a role.
+    "add workspace": {ANON: LOGIN, REVIEWER: 403, ADMIN: 403, STAFF: 403, OUTSIDER: 403},
+    # 201: the answer shows the new secret once, instead of redirecting to a page that cannot.
+    "make a token": {ANON: LOGIN, REVIEWER: 403, ADMIN: 201, STAFF: 403, OUTSIDER: 404},
+    "revoke a token": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
+    "register a hook": {ANON: LOGIN, REVIEWER: 403, ADMIN: 201, STAFF: 403, OUTSIDER: 404},
+    "disable a hook": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
+    # 409: another admin's proposal is open, so this one is refused with the reason.
+    "propose a policy": {ANON: LOGIN, REVIEWER: 403, ADMIN: 409, STAFF: 403, OUTSIDER: 404},
+    "propose a version": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
+    "withdraw a proposal": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
+    "reject a proposal": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
+    "approve a proposal": {ANON: LOGIN, REVIEWER: 403, ADMIN: 303, STAFF: 403, OUTSIDER: 404},
 }
 
 
@@ -72,13 +105,27 @@ def world(workspace, other_workspace, settings):
     commit = repo.create_commit("refs/heads/main", who, who, "cart", root.write(), [])
     ambiguous = Operation.objects.filter(workspace=workspace).first()
     Operation.objects.filter(pk=ambiguous.pk).update(state=Operation.State.AMBIGUOUS)
+    second_admin = person("ada2", shop=[Role.ADMIN])
+    token, _ = token_create(workspace, name="existing")
+    hook_register(second_admin, workspace, "github")
+    proposal = policy_propose(second_admin, workspace, DEFAULT_POLICY_PATH.read_text() + "\n")
+    earlier = policy_version_add(workspace, "version: 1\n", reviewed_by="setup")
     people = {
         REVIEWER: person("rita", shop=[Role.REVIEWER]),
         ADMIN: person("ada", shop=[Role.ADMIN]),
         STAFF: person("sam", shop=[Role.STAFF]),
         OUTSIDER: person("olga", other=[Role.ADMIN]),
     }
-    return {"quest": quest.quest_id, "commit": str(commit), "op": ambiguous, "people": people}
+    return {
+        "quest": quest.quest_id,
+        "commit": str(commit),
+        "op": ambiguous,
+        "people": people,
+        "token": token.pk,
+        "proposal": proposal.pk,
+        "version": earlier.pk,
+        "source": workspace.remote or workspace.repository,
+    }
 
 
 def _data(kind: str, world: dict) -> dict:
@@ -96,6 +143,13 @@ def _data(kind: str, world: dict) -> dict:
             "token": "m-resolve",
         },
         "verify": {"workspace": "shop"},
+        "empty": {},
+        "workspace_add": {"slug": "new", "source": world["source"], "base_branch": "main"},
+        "token": {"key": "a" * 32, "name": "ci"},
+        "hook": {"key": "b" * 32, "kind": "gitea"},
+        "policy": {"text": "version: 1\nproof: {attempts: 2}\n", "intent": "propose"},
+        "version": {"version": world["version"]},
+        "reject": {"reason": "not now"},
     }[kind]
 
 
@@ -122,5 +176,7 @@ def test_every_dashboard_url_has_a_column_in_the_matrix():
 
     named = {pattern.name for pattern in urls.urlpatterns} - {"login", "logout"}
     covered = {"inbox", "quest", "act", "source", "ledger", "ledger_resolve", "audit"}
-    covered |= {"audit_verify"}
+    covered |= {"audit_verify", "workspaces", "workspace_add", "workspace", "token_create"}
+    covered |= {"token_revoke", "hook_create", "hook_change", "policy", "policy_propose"}
+    covered |= {"policy_propose_version", "policy_approve", "policy_reject", "policy_withdraw"}
     assert named <= covered, f"pages without a column: {sorted(named - covered)}"
