@@ -6,6 +6,8 @@ an admin of ``other`` only. Columns are the dashboard's pages (GET) and actions 
 
 from __future__ import annotations
 
+import uuid
+
 import pygit2
 import pytest
 from django.urls import reverse
@@ -145,8 +147,9 @@ def _data(kind: str, world: dict) -> dict:
         "verify": {"workspace": "shop"},
         "empty": {},
         "workspace_add": {"slug": "new", "source": world["source"], "base_branch": "main"},
-        "token": {"key": "a" * 32, "name": "ci"},
-        "hook": {"key": "b" * 32, "kind": "gitea"},
+        # Fresh one-time keys: a used key is remembered beyond the test's database.
+        "token": {"key": uuid.uuid4().hex, "name": "ci"},
+        "hook": {"key": uuid.uuid4().hex, "kind": "gitea"},
         "policy": {"text": "version: 1\nproof: {attempts: 2}\n", "intent": "propose"},
         "version": {"version": world["version"]},
         "reject": {"reason": "not now"},
