@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.db.models import Count, QuerySet
 
+from ephyra.paging import COUNT_CAP, CappedPaginator, page_number
 from ledger.models import AuditEntry, InboundEvent, Operation
 
 PAGE_SIZE = 50
@@ -50,8 +51,12 @@ def audit_entries(workspace_slugs: list[str], filters: AuditFilters) -> QuerySet
 
 
 def audit_page(workspace_slugs: list[str], filters: AuditFilters, page: int = 1) -> Page:
-    """One page of ``audit_entries``: two queries (the count and the rows)."""
-    return Paginator(audit_entries(workspace_slugs, filters), PAGE_SIZE).get_page(page)
+    """One page of ``audit_entries``: two queries (the count and the rows). The count
+    (``page.paginator.tally``) stops at ``COUNT_CAP`` entries, or at the end of the page asked
+    for when that lies beyond: the trail only grows, and counting it whole grew with it."""
+    bound = max(COUNT_CAP, page_number(page) * PAGE_SIZE)
+    rows = audit_entries(workspace_slugs, filters)
+    return CappedPaginator(rows, PAGE_SIZE, bound).get_page(page)
 
 
 def operations(
@@ -86,7 +91,8 @@ def ledger_page(workspace_slugs: list[str], filters: LedgerFilters, page: int = 
     if filters.workspace:
         slugs = [filters.workspace] if filters.workspace in workspace_slugs else []
     rows = operations(slugs, state=filters.state, type=filters.type, quest=filters.quest)
-    return Paginator(rows, PAGE_SIZE).get_page(page)
+    bound = max(COUNT_CAP, page_number(page) * PAGE_SIZE)
+    return CappedPaginator(rows, PAGE_SIZE, bound).get_page(page)
 
 
 def operation_totals(workspace_slugs: list[str]) -> dict[str, int]:

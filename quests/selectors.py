@@ -13,16 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property, reduce
+from functools import reduce
 from operator import or_
 
-from django.core.exceptions import EmptyResultSet
-from django.core.paginator import Page, Paginator
-from django.db import connections
+from django.core.paginator import Page
 from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Concat
 
 from ephyra.core.states import Severity, State
+from ephyra.paging import COUNT_CAP, CappedPaginator, Tally, capped_counts, page_number
 from ledger.models import InboundEvent, Operation
 from quests.models import WAITING_STATES, Quest, Workspace
 from quests.roles import Role, workspace_roles
@@ -45,7 +44,6 @@ SORTS = {
 PAGE_SIZE = 50
 # Counts stop here and read "1,000+" past it: counting every match costs as much as reading
 # them, and nobody pages through a thousand quests. A whole number of pages.
-COUNT_CAP = 1_000
 
 
 def checkpoint_of(quest: Quest) -> str:
@@ -138,84 +136,11 @@ def quests_for(user, filters: InboxFilters) -> QuerySet[Quest]:
     return rows.order_by(order, tie).defer("data")
 
 
-class Tally(int):
-    """A count that stops at a bound: exact up to it; past it, the bound itself with ``more``
-    set. ``label`` is what a page shows: "37", "1,000+"."""
-
-    more: bool
-
-    def __new__(cls, value: int, more: bool = False) -> Tally:
-        tally = super().__new__(cls, value)
-        tally.more = more
-        return tally
-
-    @property
-    def label(self) -> str:
-        return f"{int(self):,}+" if self.more else f"{int(self):,}"
-
-    def __repr__(self) -> str:
-        return f"Tally({int(self)}{', more=True' if self.more else ''})"
-
-
-def capped_counts(queries: dict[str, QuerySet], bound: int = COUNT_CAP) -> dict[str, Tally]:
-    """How many rows each query matches, up to ``bound``, all in one statement: each counts
-    the rows of ``<query> LIMIT bound + 1``, so the database stops reading at the bound
-    whatever the size of the table."""
-    parts, params, using = [], [], Quest.objects.db
-    for n, rows in enumerate(queries.values()):
-        limited = rows.order_by().values("pk")[: bound + 1]
-        using = limited.db
-        try:
-            sql, values = limited.query.get_compiler(using=using).as_sql()
-        except EmptyResultSet:  # a condition no row can meet, such as ``slug IN ()``
-            parts.append("0")
-            continue
-        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{n})")
-        params.extend(values)
-    with connections[using].cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        counted = cursor.fetchone()
-    return {
-        name: Tally(bound, more=True) if n > bound else Tally(n)
-        for name, n in zip(queries, counted, strict=True)
-    }
-
-
-class CappedPaginator(Paginator):
-    """A ``Paginator`` whose count stops at ``bound`` rows (``tally``). Past the bound it
-    counts one row more than the bound, so the pages up to the bound are whole and the last
-    of them offers a next one."""
-
-    def __init__(self, object_list: QuerySet, per_page: int, bound: int) -> None:
-        super().__init__(object_list, per_page)
-        self.bound = bound
-
-    @cached_property
-    def tally(self) -> Tally:
-        return capped_counts({"rows": self.object_list}, self.bound)["rows"]
-
-    @cached_property
-    def count(self) -> int:
-        return self.tally + 1 if self.tally.more else int(self.tally)
-
-
-# Past this many pages the count is exact and ``get_page`` lands on the last page, as Django's
-# Paginator does; the bound stays an integer every database takes as a LIMIT.
-_FURTHEST_PAGE = 1_000_000
-
-
-def _page_number(page) -> int:
-    try:
-        return min(max(1, int(page)), _FURTHEST_PAGE)
-    except (TypeError, ValueError):
-        return 1  # as Paginator.get_page answers it
-
-
 def inbox_page(user, filters: InboxFilters, page: int = 1) -> Page:
     """One page of ``quests_for``: two queries (the count and the rows). The count
     (``page.paginator.tally``) stops at ``COUNT_CAP`` quests, or at the end of the page asked
     for when that lies beyond."""
-    bound = max(COUNT_CAP, _page_number(page) * PAGE_SIZE)
+    bound = max(COUNT_CAP, page_number(page) * PAGE_SIZE)
     return CappedPaginator(quests_for(user, filters), PAGE_SIZE, bound).get_page(page)
 
 
