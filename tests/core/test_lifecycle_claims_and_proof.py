@@ -153,6 +153,43 @@ def test_the_holders_decision_advances_and_clears_the_claim():
     assert decision.quest.decisions[-1].actor == HOLDER
 
 
+# Until actors are user accounts, an actor is free text: "ann ", " ann" and "ann" (and "ann" in
+# full-width letters, by NFKC) are one person, and a blank name is no one.
+SPELLINGS_OF_HOLDER = [f"{HOLDER} ", f" {HOLDER}", f"\u00a0{HOLDER}\n", "\uff41\uff4e\uff4e"]
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS_OF_HOLDER)
+def test_the_holder_is_the_same_person_whatever_surrounds_or_styles_their_name(spelling):
+    assert HOLDER == "ann"  # the full-width spelling above is of this name
+    story, quest = drive(S.HANDED_OFF, at=S.PLANNED)
+    event = story("checkpoint_decided", checkpoint="B", verdict="approve", actor=spelling)
+    decision = decide(quest, event)
+    assert decision.outcome == "accepted", decision.reason
+    assert decision.state is S.PATCHING
+    assert decision.quest.decisions[-1].actor == HOLDER
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS_OF_HOLDER)
+def test_a_claim_is_held_under_the_normalised_name(spelling):
+    story, quest = drive(S.PLANNED)
+    held = accept(quest, story("claimed", actor=spelling)).quest
+    assert held.claim == HOLDER
+    reason = f"the review is already claimed by {HOLDER}"
+    assert_refused(decide(held, story("claimed", actor=HOLDER)), held, reason)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u3000", "\t\n", "\u00a0"])
+def test_an_event_with_a_blank_actor_is_refused(blank):
+    with pytest.raises(ValidationError) as refused:
+        parse_event(
+            {"id": "e1", "quest": "q1", "at": "2026-01-05T09:00:00Z", "type": "claimed"}
+            | {"actor": blank}
+        )
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("claimed", "actor")
+    assert "the actor's name is blank" in error["msg"]
+
+
 DEFAULT = MachinePolicy()
 
 
