@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import subprocess
 
 import pytest
 from pydantic import ValidationError
 
 from ephyra.core.effects import EffectType, parse_effect_key
-from ephyra.core.events import parse_event
+from ephyra.core.events import event_to_dict, parse_event
 from ephyra.core.machine import decide
 from ephyra.core.proof import CheckResult
 from ephyra.core.rules import CheckpointMode, MachinePolicy
@@ -321,6 +323,77 @@ def test_proof_binds_with_the_documented_canonical_digest():
     assert decision.outcome == "accepted"
     assert decision.state is S.READY
     assert decision.quest.proof_digest == proof["digest"]
+
+
+# docs/lifecycle.md "Proof binding": the recipe anyone can run on the bundle they submit.
+JQ_RECIPE = "jq -cS . bundle.json | tr -d '\\n' | sha256sum"
+
+
+def _hashed_with_the_documented_recipe(tmp_path, bundle: dict) -> str:
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed (apt-get install jq; .ci/run installs it)")
+    (tmp_path / "bundle.json").write_text(json.dumps(bundle, indent=2))
+    done = subprocess.run(
+        ["sh", "-c", JQ_RECIPE], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    return "sha256:" + done.stdout.split()[0]
+
+
+@pytest.mark.parametrize(
+    "checks",
+    [
+        [{"name": "tests", "passed": True}],  # command, exit_code, duration_ms… left out
+        [{"name": "tests", "passed": True, "exit_code": 0, "duration_ms": 4210}],
+        None,  # no checks field at all
+    ],
+    ids=["required-fields-only", "some-optional-fields", "no-checks-field"],
+)
+def test_a_bundle_hashed_with_the_documented_jq_recipe_binds_as_submitted(tmp_path, checks):
+    story, quest = drive(S.PROVING)
+    bundle = {"quest": "q1", "revision": 1, "risk": "medium", "base": BASE, "head": HEAD}
+    if checks is not None:
+        bundle["checks"] = checks
+    digest = _hashed_with_the_documented_recipe(tmp_path, bundle)
+    decision = _complete(story, quest, bundle=bundle, digest=digest)
+    assert decision.outcome == "accepted", decision.reason
+    assert decision.quest.proof_digest == digest
+
+
+def test_a_submitted_bundle_keeps_its_form_through_the_events_json(tmp_path):
+    # The journal stores event.json and replays it: the bundle must come back as it was sent,
+    # or the replayed digest would differ from the one that was accepted.
+    story, _ = drive(S.PROVING)
+    bundle = {"quest": "q1", "revision": 1, "risk": "medium", "base": BASE, "head": HEAD}
+    bundle["checks"] = [{"name": "tests", "passed": True}]
+    digest = _hashed_with_the_documented_recipe(tmp_path, bundle)
+    event = story("proof_completed", bundle=bundle, digest=digest)
+    assert event_to_dict(event)["bundle"] == bundle
+    assert parse_event(event_to_dict(event)).bundle.digest() == digest
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"revision": "1"}, "revision"),
+        ({"revision": 1.0}, "revision"),
+        ({"checks": [{"name": "tests", "passed": "yes"}]}, "checks.0.passed"),
+        (
+            {"checks": [{"name": "tests", "passed": True, "duration_ms": 12.0}]},
+            "checks.0.duration_ms",
+        ),
+    ],
+    ids=["revision-as-text", "revision-as-float", "passed-as-text", "duration-as-float"],
+)
+def test_a_bundle_value_that_would_change_when_converted_is_refused(change, where):
+    # Converted, "1" would hash as 1: the digest of what was submitted could never match.
+    bundle = {"quest": "q1", "revision": 1, "risk": "medium", "base": BASE, "head": HEAD} | change
+    with pytest.raises(ValidationError) as refused:
+        parse_event(
+            {"id": "e1", "quest": "q1", "at": "2026-01-05T09:00:00Z", "type": "proof_completed"}
+            | {"bundle": bundle, "digest": "sha256:" + "0" * 64}
+        )
+    (error,) = refused.value.errors()
+    assert ".".join(map(str, error["loc"])) == f"proof_completed.bundle.{where}"
 
 
 REQUIRE_TESTS = MachinePolicy(required_checks={"low": ("tests",)})
