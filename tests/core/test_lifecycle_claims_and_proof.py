@@ -251,14 +251,41 @@ def test_pausing_while_proof_runs_under_a_claim_resumes_the_proof():
     assert payload(resumed, "run_proof") == {"head": NEW_HEAD, "base": BASE, "revision": 2}
 
 
-def test_a_land_write_is_never_asked_for_without_a_proof_digest():
-    # seed/docs: `land` is the reviewed head landed on base *with the proof digest*.
+def _approved_at_c(path: str):
+    """The quest at C, approved, along one of the paths that lead there; returns the proven
+    quest and the approval's decision."""
+    if path == "main line":
+        story, quest = drive(S.READY)
+    elif path == "held revision":
+        story, quest = _held_revision()
+        quest = accept(quest, story("proof_completed", **bundle_for(quest))).quest
+    else:  # paused while the held revision's proof ran, resumed, then proven
+        story, resumed = _paused_held_revision()
+        quest = accept(resumed.quest, story("proof_completed", **bundle_for(resumed.quest))).quest
+        quest = accept(quest, story("claimed", actor=HOLDER)).quest
+    approve = story("checkpoint_decided", checkpoint="C", verdict="approve", actor=HOLDER)
+    return quest, decide(quest, approve)
+
+
+@pytest.mark.parametrize("path", ["main line", "held revision", "paused held revision"])
+def test_a_land_write_is_never_asked_for_without_a_proof_digest(path):
+    # seed/docs: `land` is the reviewed head landed on base *with the proof digest*. (The test
+    # once approved while the proof still ran: no land was asked for, and nothing was checked.)
+    proven, decision = _approved_at_c(path)
+    assert decision.state is S.LANDING, decision.reason
+    (land,) = [effect for effect in decision.effects if effect.type is EffectType.LAND]
+    assert proven.proof_digest is not None
+    assert land.payload["proof"] == proven.proof_digest
+    assert land.payload["head"] == proven.patch_head
+
+
+def test_approving_c_while_the_proof_still_runs_asks_for_no_land():
     story, resumed = _paused_held_revision()
-    event = story("checkpoint_decided", checkpoint="C", verdict="approve", actor=HOLDER)
-    decision = decide(resumed.quest, event)
-    for effect in decision.effects:
-        if effect.type is EffectType.LAND:
-            assert effect.payload["proof"] is not None
+    assert resumed.state is S.PROVING and resumed.quest.proof_digest is None
+    approve = story("checkpoint_decided", checkpoint="C", verdict="approve", actor=HOLDER)
+    decision = decide(resumed.quest, approve)
+    assert decision.outcome == "refused"
+    assert decision.effects == ()
 
 
 # --- proof binding ----------------------------------------------------------------------------
