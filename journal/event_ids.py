@@ -17,7 +17,6 @@ read once, when the next transition is appended.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -42,9 +41,10 @@ from journal.format import (
 
 Entries = dict[str, tuple[int, pygit2.Oid]]  # a tree's entries: name -> (filemode, oid)
 Rows = dict[str, tuple[str, str]]  # an ids/ file: event id -> (event type, commit hex)
-# What the check needs of a commit: its event's id and type, its parent, and the oid of the ids/
-# tree it carries (None: no index yet).
-Link = tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]
+# What the check needs of a commit: its event's id and type, its parent, the oid of the ids/ tree
+# it carries (None: no index yet), and how many commits that index does not list, counting this
+# one (the commit itself and its parents back to the one that wrote the index).
+Link = tuple[str, str, pygit2.Oid | None, pygit2.Oid | None, int]
 
 _LIMIT = 65536  # links remembered; small, and every event walks up to INDEX_EVERY of them
 _BLOB, _TREE = pygit2.GIT_OBJECT_BLOB, pygit2.GIT_OBJECT_TREE
@@ -78,12 +78,17 @@ class EventIds:
         """Where the journal ending at ``head`` journaled an event with id ``event_id`` (None:
         nowhere): the unlisted commits first, then one file of the index."""
         link = self.link(head)
-        for key, etype, oid in self._unlisted(head, link):
-            if key == event_id:
-                return Used(oid, etype)
-        if link[3] is None:
+        index, links, oid = link[3], self._links, head
+        for _ in range(link[4]):  # the unlisted commits, newest first; a plain loop: every event
+            if link[0] == event_id:
+                return Used(oid, link[1])
+            oid = link[2]  # type: ignore[assignment]
+            if oid is None:
+                break
+            link = links.get(oid) or self.link(oid)
+        if index is None:
             return None
-        row = self._file(link[3], id_bucket(event_id)).get(event_id)
+        row = self._file(index, id_bucket(event_id)).get(event_id)
         return None if row is None else Used(pygit2.Oid(hex=row[1]), row[0])
 
     def same_event(self, commit: pygit2.Oid, event: BaseEvent) -> bool:
@@ -93,25 +98,49 @@ class EventIds:
         return entry is not None and entry[1] == pygit2.hash(pretty_json(event_to_dict(event)))
 
     def link(self, oid: pygit2.Oid) -> Link:
-        """What the check needs of commit ``oid`` (read once, then remembered)."""
+        """What the check needs of commit ``oid`` (read once, then remembered). A commit not
+        remembered is read with its unremembered parents back to the one that wrote its index:
+        their counts build on each other (in a loop, however long a journal without an index)."""
         link = self._links.get(oid)
-        if link is None:
-            commit = self.repo[oid]
-            parents = commit.parent_ids  # type: ignore[attr-defined]
-            if len(parents) > 1:
-                raise JournalError(f"{oid} has {len(parents)} parents: a journal is linear")
-            entries = self._entries(oid, commit)  # type: ignore[arg-type]
-            fields = trailers(commit.message)  # type: ignore[attr-defined]
-            key, etype = fields.get("Ephyra-Event"), fields.get("Ephyra-Event-Type")
-            if key is None or etype is None:  # not in the message: read the event itself
-                if EVENT not in entries:
-                    raise JournalError(f"commit {oid} has no {EVENT}: not a journal commit")
-                data = read_json(self.repo[entries[EVENT][1]].data)  # type: ignore[attr-defined]
-                key, etype = data["id"], data["type"]
-            index = entries.get(IDS_DIR)
-            link = (key, etype, parents[0] if parents else None, index and index[1])
-            self._remember(self._links, oid, link)
-        return link
+        if link is not None:
+            return link
+        chain = []  # read, newest first, until the count can be taken from a known parent
+        below: Link | None = None
+        while True:
+            key, etype, parent, index = self._read(oid)
+            chain.append((oid, key, etype, parent, index))
+            if parent is None:
+                break
+            below = self._links.get(parent)
+            if below is not None:
+                break
+            parent_index = self._entries(parent, None).get(IDS_DIR)
+            if (parent_index and parent_index[1]) != index:
+                below = None  # the parent predates this index: the count starts here
+                break
+            oid = parent
+        for oid, key, etype, parent, index in reversed(chain):
+            count = below[4] + 1 if below is not None and below[3] == index else 1
+            below = (key, etype, parent, index, count)
+            self._remember(self._links, oid, below)
+        return below  # type: ignore[return-value]
+
+    def _read(self, oid: pygit2.Oid) -> tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]:
+        """A commit's event id and type, parent and ids/ tree, from Git."""
+        commit = self.repo[oid]
+        parents = commit.parent_ids  # type: ignore[attr-defined]
+        if len(parents) > 1:
+            raise JournalError(f"{oid} has {len(parents)} parents: a journal is linear")
+        entries = self._entries(oid, commit)  # type: ignore[arg-type]
+        fields = trailers(commit.message)  # type: ignore[attr-defined]
+        key, etype = fields.get("Ephyra-Event"), fields.get("Ephyra-Event-Type")
+        if key is None or etype is None:  # not in the message: read the event itself
+            if EVENT not in entries:
+                raise JournalError(f"commit {oid} has no {EVENT}: not a journal commit")
+            data = read_json(self.repo[entries[EVENT][1]].data)  # type: ignore[attr-defined]
+            key, etype = data["id"], data["type"]
+        index = entries.get(IDS_DIR)
+        return key, etype, parents[0] if parents else None, index and index[1]
 
     def written(
         self,
@@ -122,16 +151,18 @@ class EventIds:
         entries: Entries,
     ) -> None:
         """Remember the Link of a commit the journal just wrote (no read needed)."""
-        index = entries.get(IDS_DIR)
-        self._remember(self._links, commit, (event_id, event_type, parent, index and index[1]))
+        entry = entries.get(IDS_DIR)
+        index = entry and entry[1]
+        below = None if parent is None else self.link(parent)
+        count = below[4] + 1 if below is not None and below[3] == index else 1
+        self._remember(self._links, commit, (event_id, event_type, parent, index, count))
 
     def index_after(self, entries: Entries, parent: pygit2.Oid) -> None:
         """Put a new ids/ index into ``entries`` (the tree of the commit to come on
         ``parent``) when ``INDEX_EVERY`` commits are not listed in the one it carries: the old
         index's rows plus theirs. Otherwise the carried index stays as it is."""
         link = self.link(parent)
-        unlisted = itertools.islice(self._unlisted(parent, link), INDEX_EVERY)
-        if sum(1 for _ in unlisted) < INDEX_EVERY:
+        if link[4] < INDEX_EVERY:
             return
         old = link[3]
         files = {} if old is None else dict(self._tree(old))
@@ -158,9 +189,8 @@ class EventIds:
         link = self.link(head)
         if link[3] is None:
             return None
-        unlisted = sum(1 for _ in self._unlisted(head, link))
         expected: dict[str, Rows] = {}
-        for oid, key, etype in history[: len(history) - unlisted]:
+        for oid, key, etype in history[: len(history) - link[4]]:
             expected.setdefault(id_bucket(key), {})[key] = (etype, str(oid))
         files = self._tree(link[3])
         for name in sorted(set(files) | set(expected)):
@@ -171,18 +201,14 @@ class EventIds:
         return None
 
     def _unlisted(self, oid: pygit2.Oid, link: Link) -> Iterator[tuple[str, str, pygit2.Oid]]:
-        """(event id, event type, commit) of ``oid`` and of each parent before it that carries
-        the same index, newest first: the events that index does not list."""
-        index = link[3]
-        while True:
+        """(event id, event type, commit) of ``oid`` and of each parent before it that its
+        index does not list, newest first."""
+        for _ in range(link[4]):
             yield link[0], link[1], oid
-            parent = link[2]
-            if parent is None:
+            if link[2] is None:
                 return
-            link = self.link(parent)
-            if link[3] != index:
-                return  # the parent predates the index: it is listed there
-            oid = parent
+            oid = link[2]
+            link = self.link(oid)
 
     def _file(self, index: pygit2.Oid, name: str) -> Rows:
         """The rows of file ``name`` of the ids/ tree ``index`` (empty when it has none)."""
