@@ -49,7 +49,7 @@ if __package__ in (None, ""):  # run as a script: put the project root on the pa
 from ephyra.core.events import BaseEvent, event_to_dict, parse_event
 from ephyra.core.machine import Decision, decide
 from ephyra.core.proof import CheckResult, ProofBundle
-from journal.format import REF_PREFIX, commit_message, pretty_json
+from journal.format import INDEX_EVERY, REF_PREFIX, commit_message, pretty_json
 from journal.store import Journal
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -345,6 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync-runs", action="store_true", help="skip the fsync rows")
     parser.add_argument("--rounds", type=int, default=5, help="ours-vs-raw rounds (median)")
     args = parser.parse_args(argv)
+    if args.per_quest > INDEX_EVERY:
+        # Past it the journal adds its ids/ index (docs/journal.md, "Event ids"), which the raw
+        # and git CLI writers do not write, so their commit ids could not agree.
+        parser.error(f"--per-quest is at most {INDEX_EVERY}: past it the journal writes ids/")
     n, per = args.quests, args.per_quest
     total = n * per
     root = Path(tempfile.mkdtemp(prefix="ephyra-journal-bench-"))

@@ -26,9 +26,13 @@ class EventFileError(ValueError):
     pass
 
 
-def read_events(lines: Iterable[str], source: str = "<events>") -> Iterator[BaseEvent]:
-    """Events from JSON lines; blank lines and ``#`` comments are skipped."""
+def read_events(lines: Iterable[str | bytes], source: str = "<events>") -> Iterator[BaseEvent]:
+    """Events from JSON lines; blank lines and ``#`` comments are skipped. Lines given as bytes
+    (a file opened in binary) are decoded as UTF-8 one at a time, so a line that is not UTF-8 is
+    an ``EventFileError`` naming its line, not a ``UnicodeDecodeError`` from the file object."""
     for number, line in enumerate(lines, start=1):
+        if isinstance(line, bytes):
+            line = _decoded(line, source, number)
         text = line.strip()
         if not text or text.startswith("#"):
             continue
@@ -40,10 +44,20 @@ def read_events(lines: Iterable[str], source: str = "<events>") -> Iterator[Base
             raise EventFileError(f"{source}:{number}: {where}: {first['msg']}") from None
 
 
+def _decoded(line: bytes, source: str, number: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EventFileError(
+            f"{source}:{number}: the line is not UTF-8 text ({exc.reason}: "
+            f"byte 0x{line[exc.start]:02x} at byte {exc.start + 1})"
+        ) from None
+
+
 def replay_file(path: Path, policy_path: Path, out: IO[str], err: IO[str]) -> int:
     try:
         policy = load_policy(policy_path).machine()
-        with path.open(encoding="utf-8") as handle:
+        with path.open("rb") as handle:  # decoded line by line: see read_events
             events = list(read_events(handle, str(path)))
     except (PolicyError, EventFileError) as exc:
         err.write(f"{exc}\n")

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import pygit2
 
 from ephyra.core.events import BaseEvent
-from ephyra.core.machine import Decision, FoldResult, decide, fold
+from ephyra.core.machine import Decision, FoldResult, decide, fold, reused_id
 from ephyra.core.quest import Quest
 from ephyra.core.rules import DEFAULT_POLICY, MachinePolicy
 from journal.errors import JournalConflict
@@ -32,7 +32,10 @@ class Applied(NamedTuple):
     decision: Decision
     head: pygit2.Oid | None  # the quest's head after the call (unchanged unless accepted)
     retries: int  # how many CAS conflicts were lost before this answer
-    duplicate: bool = False  # the event is the head's own event: nothing was written again
+    # The event was journaled already, at the head or earlier (a redelivery, or a racing writer
+    # with the same event that won): ``decision`` is the one that commit recorded, and nothing
+    # was written again.
+    duplicate: bool = False
     parent: pygit2.Oid | None = None  # what an accepted, written event was appended to
 
 
@@ -133,12 +136,21 @@ def _answer(
     policy: MachinePolicy,
     retries: int,
 ) -> Applied | Decision:
-    """The final answer (a duplicate or a refusal), or the accepted decision to journal."""
-    if head is not None and journal.event_id(head) == event.id:
-        # The head's own event again (a redelivery, or a racing writer with the same event that
-        # won): answer with what the head recorded, so it never counts twice. Only the head is
-        # checked; older duplicates are the caller's to filter (by event id).
-        return Applied(journal.entry(head).to_decision(), head, retries, duplicate=True)
+    """The final answer (a duplicate or a refusal), or the accepted decision to journal.
+
+    A quest takes each event id once (docs/journal.md, "Event ids"). An event whose id the
+    journal already used is answered from the commit that used it: an exact copy (a redelivery,
+    or a racing writer with the same event that won, at the head or any earlier commit) with the
+    decision that commit recorded, so it never counts twice; another event under that id with a
+    refusal naming the earlier one. ``journal.ids`` finds the id without reading the history."""
+    if head is not None:
+        used = journal.ids.used(head, event.id)
+        if used is not None:
+            if journal.ids.same_event(used.commit, event):
+                decision = journal.entry(used.commit).to_decision()
+                return Applied(decision, head, retries, duplicate=True)
+            refusal = reused_id(quest, event, used.type, f"commit {used.commit}")
+            return Applied(refusal, head, retries)
     decision = decide(quest, event, policy)
     if not decision.accepted:
         return Applied(decision, head, retries)
@@ -157,9 +169,10 @@ def replay_journal(
     """Fold the journaled events and say whether the journal is what the machine produces.
 
     ``matches`` is True when every commit's decision (its trailers), ``quest.json`` and
-    ``effects.json`` equal the replayed decision, quest and effects at that step, so a head
-    (or any earlier commit) whose files or message were edited by hand, or a journal written
-    under another policy, does not match.
+    ``effects.json`` equal the replayed decision, quest and effects at that step, and the
+    event-id index at the head lists what it must (``journal.event_ids``), so a head (or any
+    earlier commit) whose files or message were edited by hand, or a journal written under
+    another policy, does not match.
     """
     return _replay(journal, quest_id, policy)[0]
 
@@ -187,4 +200,9 @@ def _replay(journal: Journal, quest_id: str, policy: MachinePolicy) -> tuple[Rep
             break
     if problem is None and result.quests.get(quest_id) != stored:
         problem = "the head's quest.json differs from the folded quest"
+    if problem is None and entries:
+        history = [
+            (entry.oid, entry.decision["event"], entry.decision["type"]) for entry in entries
+        ]
+        problem = journal.ids.problem(entries[-1].oid, history)
     return Replayed(result, stored, problem is None), problem

@@ -6,6 +6,7 @@ Everything here is what a person reading the journal with plain ``git`` sees, do
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from json.encoder import encode_basestring
@@ -31,7 +32,10 @@ SIGNAL, HYPOTHESIS, PLAN = "signal.json", "hypothesis.md", "plan.md"
 PROOF_DIR, PROOF_FILE, DECISIONS_DIR = "proof", "bundle.json", "decisions"
 # Journals written before the decision moved into the trailers carry it in this file.
 LEGACY_DECISION = "decision.json"
-EVENT_TRAILER = "\nEphyra-Event: "
+# The index of used event ids (docs/journal.md, "Event ids"): sixteen files ids/0 … ids/f, written
+# once every INDEX_EVERY commits, listing every event journaled before the commit that wrote them.
+IDS_DIR = "ids"
+INDEX_EVERY = 64
 EMPTY_EFFECTS = b"[]\n"
 
 
@@ -100,6 +104,29 @@ def _key(name: str) -> str:
     if prefix is None:
         prefix = _KEYS[name] = f"  {encode_basestring(name)}: "
     return prefix
+
+
+def id_bucket(event_id: str) -> str:
+    """The file of ``ids/`` that lists ``event_id``: the first hex digit of the SHA-1 of the id
+    (``printf %s <id> | sha1sum | cut -c1``), so the sixteen files share the ids evenly."""
+    return hashlib.sha1(event_id.encode()).hexdigest()[0]
+
+
+def index_file(rows: dict[str, tuple[str, str]]) -> bytes:
+    """An ``ids/`` file: ``<event id> <event type> <commit>`` a line, sorted by event id.
+    ``rows`` maps each event id to its (event type, commit hex)."""
+    return "".join(
+        [f"{key} {etype} {commit}\n" for key, (etype, commit) in sorted(rows.items())]
+    ).encode()
+
+
+def read_index_file(data: bytes) -> dict[str, tuple[str, str]]:
+    """An ``ids/`` file read back (``index_file``); ValueError for a line that is not one."""
+    rows: dict[str, tuple[str, str]] = {}
+    for line in data.decode().splitlines():
+        key, etype, commit = line.split(" ")
+        rows[key] = (etype, commit)
+    return rows
 
 
 def text_file(text: str) -> bytes:

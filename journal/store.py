@@ -1,7 +1,8 @@
 """The Git journal: one ref per quest, one commit per accepted transition, written by CAS.
 
 A quest lives at ``refs/ephyra/quests/<id>``. Each commit's tree holds the quest after the event
-(``quest.json``), the event, the effects it asked for and the quest's files; its message's
+(``quest.json``), the event, the effects it asked for, the quest's files and, once the quest has
+many events, the index of the event ids it used (``journal.event_ids``); its message's
 trailers hold the decision, so a person can read everything with plain ``git``
 (``docs/journal.md``). Git is the truth: the
 database projection is rebuilt from here, and the pending effects are in the commit so nothing
@@ -35,13 +36,13 @@ from ephyra.core.events import BaseEvent, event_to_dict, parse_event
 from ephyra.core.machine import Decision
 from ephyra.core.quest import Quest
 from journal.errors import JournalConflict, JournalError
+from journal.event_ids import EventIds
 from journal.format import (
     BLOB,
     DECISIONS_DIR,
     EFFECTS,
     EMPTY_EFFECTS,
     EVENT,
-    EVENT_TRAILER,
     HYPOTHESIS,
     LEGACY_DECISION,
     PLAN,
@@ -95,12 +96,13 @@ class Journal:
         self._refs: dict[str, pygit2.Reference] = {}
         # What this instance knows of commits it wrote or read, by commit oid (a commit never
         # changes, so none of this goes stale): the root tree's entries, which the next append
-        # builds on (and a subtree's, by the subtree's oid); the quest in quest.json; the event
-        # id. Each saves reads from disk.
+        # builds on (and a subtree's, by the subtree's oid); the quest in quest.json; the
+        # event-id index's knowledge (journal.event_ids). Each saves reads from disk.
         self._trees: dict[pygit2.Oid, Entries] = {}
         self._quests: dict[pygit2.Oid, Quest] = {}
-        self._events: dict[pygit2.Oid, str] = {}
         self._dicts: dict[pygit2.Oid, dict[str, Any]] = {}  # quest.json of commits written here
+        # Written through self._write at the time of the call: into the pack while packing.
+        self.ids = EventIds(self.repo, self._entries, lambda kind, data: self._write(kind, data))
 
     @classmethod
     def init(cls, path: str | os.PathLike[str], *, bare: bool = True) -> Journal:
@@ -140,17 +142,14 @@ class Journal:
     def quest_at(self, oid: pygit2.Oid) -> Quest:
         quest = self._quests.get(oid)
         if quest is None:
-            commit = self.repo[oid]
-            self._remember_event(oid, commit.message)
-            entries = self._entries(oid, commit)
+            entries = self._entries(oid)
             quest = Quest.from_dict(read_json(self._data(oid, entries, QUEST)))
             self._remember(self._quests, oid, quest)
         return quest
 
-    def event_id(self, oid: pygit2.Oid) -> str | None:
+    def event_id(self, oid: pygit2.Oid) -> str:
         """The id of the event a journal commit records (its ``Ephyra-Event`` trailer)."""
-        known = self._events.get(oid)
-        return known if known is not None else self._remember_event(oid, self.repo[oid].message)
+        return self.ids.link(oid)[0]
 
     def entry(self, oid: pygit2.Oid) -> Entry:
         commit = self.repo[oid]
@@ -281,16 +280,6 @@ class Journal:
             raise JournalError(f"commit {oid} has no {name}: not a journal commit")
         return self.repo[entry[1]].data  # type: ignore[attr-defined]
 
-    def _remember_event(self, oid: pygit2.Oid, message: str) -> str | None:
-        start = message.rfind(EVENT_TRAILER)
-        if start < 0:
-            return None
-        start += len(EVENT_TRAILER)
-        end = message.find("\n", start)
-        event = message[start:] if end < 0 else message[start:end]
-        self._remember(self._events, oid, event)
-        return event
-
     @staticmethod
     def _remember(cache: dict, oid: pygit2.Oid, value: Any) -> None:
         if len(cache) >= _CACHE_LIMIT:
@@ -398,12 +387,14 @@ class Journal:
         entries = {} if expected_head is None else dict(self._entries(expected_head))
         quest: Quest = decision.quest  # type: ignore[assignment]
         quest_dict = self._write_files(entries, decision, event, quest)
+        if expected_head is not None:
+            self.ids.index_after(entries, expected_head)
         tree = self._write(_TREE, tree_bytes(entries))
         message = commit_message(decision, event, expected_head)
         commit = self._write(_COMMIT, commit_bytes(tree, expected_head, event, message))
         self._remember(self._trees, commit, entries)
         self._remember(self._quests, commit, quest)
-        self._remember(self._events, commit, event.id)
+        self.ids.written(commit, event.id, decision.event_type, expected_head, entries)
         self._remember(self._dicts, commit, quest_dict)
         return commit
 

@@ -42,7 +42,16 @@ class Script:
             risk=risk,
             base=BASE,
             head=head,
-            checks=(CheckResult(name="tests", command="pytest -q", passed=True, duration_ms=4210),),
+            checks=(
+                CheckResult(
+                    name="tests",
+                    command="pytest -q",
+                    exit_code=0,
+                    passed=True,
+                    duration_ms=4210,
+                    output_digest="",  # every field given: a bundle is hashed as submitted
+                ),
+            ),
         )
         self.add(
             quest, "proof_completed", bundle=bundle.model_dump(mode="json"), digest=bundle.digest()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
+from ephyra.core.actors import normalise_actor
 from ephyra.core.proof import ProofBundle, Sha
 from ephyra.core.states import Checkpoint, Severity
 
@@ -19,6 +20,19 @@ Text = Annotated[str, Field(max_length=4000)]
 Route = Literal["auto_fix", "research_only", "human", "ignore"]
 Risk = Literal["low", "medium", "high"]
 Verdict = Literal["approve", "revise", "reject"]
+
+
+def _actor(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value  # the str check that follows says what is wrong
+    name = normalise_actor(value)
+    if not name:
+        raise ValueError("the actor's name is blank")
+    return name
+
+
+# Normalised before the length is checked, so the limit holds for the name as recorded.
+Actor = Annotated[str, BeforeValidator(_actor), Field(min_length=1, max_length=200)]
 
 
 class SignalRef(BaseModel):
@@ -54,7 +68,7 @@ class BaseEvent(BaseModel):
     id: Ident
     quest: Ident
     at: AwareDatetime
-    actor: Annotated[str, Field(min_length=1, max_length=200)] = "ephyra"
+    actor: Actor = "ephyra"
 
 
 class SignalSensed(BaseEvent):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ephyra.core import events as ev
 from ephyra.core.effects import EffectType
-from ephyra.core.lifecycle_ci import (
+from ephyra.core.forge_reports import (
     Outcome,
     Spec,
     checks_reported,

@@ -189,17 +189,62 @@ def _keyed(trail: str, rev: int, event_id: str, specs: list[Spec]) -> tuple[Effe
     return tuple(out)
 
 
+def reused_id(quest: Quest | None, event: ev.BaseEvent, earlier_type: str, where: str) -> Decision:
+    """The refusal of an event whose id the quest already used for another event (its type
+    and where it is: a position in a fold, a commit in a journal). An event id is part of every
+    effect key its event asks for, so two events under one id would share keys."""
+    return _refuse(
+        quest,
+        event,
+        f"the event id {event.id} is already used by {earlier_type} ({where}): "
+        "a quest takes each event id once",
+    )
+
+
+def redelivered(quest: Quest | None, event: ev.BaseEvent, where: str) -> Decision:
+    """The answer of a fold to an exact copy of an event it already took: absorbed, nothing
+    changes (the engine answers the same copy with the decision its journal recorded)."""
+    etype = event.type  # type: ignore[attr-defined]
+    reason = f"event {event.id} ({etype}) was already taken ({where}): a redelivery changes nothing"
+    return _refuse(quest, event, reason, ABSORBED)
+
+
 def fold(events: Iterable[ev.BaseEvent], policy: MachinePolicy = DEFAULT_POLICY) -> FoldResult:
-    """Run events through the machine in order; events may concern several quests."""
+    """Run events through the machine in order; events may concern several quests.
+
+    Each quest takes an event id once, as the journal does: an event whose id an accepted
+    event of the same quest already used is refused naming it (``reused_id``), or absorbed
+    when it is an exact copy of that event (``redelivered``). The ids are kept in memory, one
+    dictionary per quest, so the check costs a lookup, not a scan of the events before."""
     quests: dict[str, Quest] = {}
     decisions: list[Decision] = []
     first_invalid: Decision | None = None
+    taken: dict[str, dict[str, tuple[int, ev.BaseEvent]]] = {}  # quest -> id -> (position, event)
     get = quests.get
-    for event in events:
-        decision = decide(get(event.quest), event, policy)
+    for position, event in enumerate(events, start=1):
+        ids = taken.get(event.quest)
+        earlier = None if ids is None else ids.get(event.id)
+        if earlier is None:
+            decision = decide(get(event.quest), event, policy)
+        else:
+            decision = _taken_again(get(event.quest), event, *earlier)
         decisions.append(decision)
         if decision.outcome == ACCEPTED:
             quests[decision.quest_id] = decision.quest  # type: ignore[assignment]
+            if ids is None:
+                ids = taken[event.quest] = {}
+            ids[event.id] = (position, event)
         elif first_invalid is None and decision.outcome == REFUSED:
             first_invalid = decision
     return FoldResult(quests, decisions, first_invalid)
+
+
+def _taken_again(
+    quest: Quest | None, event: ev.BaseEvent, position: int, earlier: ev.BaseEvent
+) -> Decision:
+    where = f"position {position}"
+    # Compared as JSON, as the journal compares event.json: a proof bundle's JSON holds only
+    # the fields it was given, which model equality does not look at.
+    if ev.event_to_dict(earlier) == ev.event_to_dict(event):
+        return redelivered(quest, event, where)
+    return reused_id(quest, event, earlier.type, where)  # type: ignore[attr-defined]

@@ -14,6 +14,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ephyra.core.actors import normalise_actor
+
 _E = TypeVar("_E", bound=StrEnum)
 
 
@@ -282,6 +284,17 @@ def _frozen_evidence(evidence: object) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), v) for k, v in evidence.items() if _text(v)))
 
 
+_R = TypeVar("_R", TransitionRequest, SupersedeRequest)
+
+
+def _normalised(request: _R) -> _R:
+    """The request with its actor's name normalised (``ephyra.core.actors``): the ledger, the
+    makers and the checker record that form, and independence compares it."""
+    if not isinstance(request.actor, str):
+        return request  # _check_caller refuses it
+    return replace(request, actor=normalise_actor(request.actor))
+
+
 def _check_caller(
     request: TransitionRequest | SupersedeRequest, roles: frozenset[Role], required: str, what: str
 ) -> tuple[Role, None] | tuple[None, str]:
@@ -347,6 +360,7 @@ def _mission_guard(mission: Mission, rule: TransitionRule) -> str | None:
 
 def decide_mission(mission: Mission, request: TransitionRequest) -> MissionDecision:
     """Decide a mission transition; a refusal returns the very same mission."""
+    request = _normalised(request)
     current = mission.state
     if request.expected is not None and _parse(MissionState, request.expected) is not current:
         return _refuse(
@@ -392,6 +406,7 @@ def decide_mission(mission: Mission, request: TransitionRequest) -> MissionDecis
 
 def decide_wp(mission: Mission, wp_id: str, request: TransitionRequest) -> MissionDecision:
     """Decide a transition of one work package of the mission."""
+    request = _normalised(request)
     wp = mission.work_packages.get(wp_id)
     if wp is None:
         return _refuse(mission, ask_human(f"unknown work package '{wp_id}'"))
@@ -483,6 +498,7 @@ def add_work_package(mission: Mission, wp_id: str, title: str, at: datetime) -> 
 
 def supersede_wp(mission: Mission, failed_wp_id: str, request: SupersedeRequest) -> MissionDecision:
     """Replace a FAILED WP by a new one in TODO that links back to it."""
+    request = _normalised(request)
     old = mission.work_packages.get(failed_wp_id)
     if old is None:
         return _refuse(mission, ask_human(f"unknown work package '{failed_wp_id}'"))
@@ -523,6 +539,7 @@ def supersede_wp(mission: Mission, failed_wp_id: str, request: SupersedeRequest)
 
 def supersede_mission(failed: Mission, request: SupersedeRequest) -> MissionDecision:
     """Create a new mission in CREATED linked to a FAILED one; the old one stays untouched."""
+    request = _normalised(request)
     if failed.state is not MissionState.FAILED:
         return _refuse(
             failed,

@@ -1,38 +1,50 @@
 """The proof bundle and the rule that binds a submitted bundle to a quest.
 
 The bundle's digest is ``canonical_digest(bundle.model_dump(mode="json"))``; see
-``ephyra.core.canonical`` for the exact serialisation. Binding proves the bundle is the one
-submitted for this quest, revision, risk, base and head; it does not attest that the commands
-ran — that is the runner's and the ledger's business.
+``ephyra.core.canonical`` for the exact serialisation. A bundle serialises as it was submitted:
+the fields it was given, and no others (an optional field left out is not filled in with its
+default), so the digest is that of the JSON the submitter hashed. Numbers and booleans are taken
+as they are (strict): a ``"1"`` or a ``1.0`` for a count, or a ``"yes"`` for ``passed``, is
+refused rather than converted to a value whose JSON differs from what was hashed.
+
+Binding proves the bundle is the one submitted for this quest, revision, risk, base and head; it
+does not attest that the commands ran — that is the runner's and the ledger's business.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from ephyra.core.canonical import canonical_digest
 
 Sha = Annotated[str, Field(min_length=4, max_length=64, pattern=r"^[0-9a-f]+$")]
 
 
-class CheckResult(BaseModel):
+class _AsSubmitted(BaseModel):
+    """A model that serialises only the fields it was given (``model_fields_set``)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    @model_serializer(mode="wrap")
+    def _as_submitted(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        given = self.model_fields_set
+        return {name: value for name, value in handler(self).items() if name in given}
+
+
+class CheckResult(_AsSubmitted):
     name: str = Field(min_length=1, max_length=100)
     command: str = Field(default="", max_length=2000)
-    exit_code: int = 0
-    passed: bool
-    duration_ms: int = Field(default=0, ge=0)
+    exit_code: int = Field(default=0, strict=True)
+    passed: bool = Field(strict=True)
+    duration_ms: int = Field(default=0, ge=0, strict=True)
     output_digest: str = ""
 
 
-class ProofBundle(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ProofBundle(_AsSubmitted):
     quest: str
-    revision: int = Field(ge=1)
+    revision: int = Field(ge=1, strict=True)
     risk: str
     base: Sha
     head: Sha

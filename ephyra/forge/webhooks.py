@@ -195,7 +195,7 @@ PASSED = frozenset({"success"})
 FAILED = frozenset(
     {"failure", "failed", "error", "timed_out", "action_required", "startup_failure"}
 )
-# The states in which the machine takes checks_reported (ephyra.core.lifecycle_ci).
+# The states in which the machine takes checks_reported (ephyra.core.forge_reports).
 CHECKED_STATES = frozenset({State.PROVING, State.READY, State.LANDING, *_HELD})
 
 Contains = Callable[[str, str], bool | None]

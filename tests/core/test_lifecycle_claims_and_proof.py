@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import subprocess
 
 import pytest
 from pydantic import ValidationError
 
 from ephyra.core.effects import EffectType, parse_effect_key
-from ephyra.core.events import parse_event
+from ephyra.core.events import event_to_dict, parse_event
 from ephyra.core.machine import decide
 from ephyra.core.proof import CheckResult
 from ephyra.core.rules import CheckpointMode, MachinePolicy
@@ -153,6 +155,43 @@ def test_the_holders_decision_advances_and_clears_the_claim():
     assert decision.quest.decisions[-1].actor == HOLDER
 
 
+# Until actors are user accounts, an actor is free text: "ann ", " ann" and "ann" (and "ann" in
+# full-width letters, by NFKC) are one person, and a blank name is no one.
+SPELLINGS_OF_HOLDER = [f"{HOLDER} ", f" {HOLDER}", f"\u00a0{HOLDER}\n", "\uff41\uff4e\uff4e"]
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS_OF_HOLDER)
+def test_the_holder_is_the_same_person_whatever_surrounds_or_styles_their_name(spelling):
+    assert HOLDER == "ann"  # the full-width spelling above is of this name
+    story, quest = drive(S.HANDED_OFF, at=S.PLANNED)
+    event = story("checkpoint_decided", checkpoint="B", verdict="approve", actor=spelling)
+    decision = decide(quest, event)
+    assert decision.outcome == "accepted", decision.reason
+    assert decision.state is S.PATCHING
+    assert decision.quest.decisions[-1].actor == HOLDER
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS_OF_HOLDER)
+def test_a_claim_is_held_under_the_normalised_name(spelling):
+    story, quest = drive(S.PLANNED)
+    held = accept(quest, story("claimed", actor=spelling)).quest
+    assert held.claim == HOLDER
+    reason = f"the review is already claimed by {HOLDER}"
+    assert_refused(decide(held, story("claimed", actor=HOLDER)), held, reason)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u3000", "\t\n", "\u00a0"])
+def test_an_event_with_a_blank_actor_is_refused(blank):
+    with pytest.raises(ValidationError) as refused:
+        parse_event(
+            {"id": "e1", "quest": "q1", "at": "2026-01-05T09:00:00Z", "type": "claimed"}
+            | {"actor": blank}
+        )
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("claimed", "actor")
+    assert "the actor's name is blank" in error["msg"]
+
+
 DEFAULT = MachinePolicy()
 
 
@@ -212,14 +251,41 @@ def test_pausing_while_proof_runs_under_a_claim_resumes_the_proof():
     assert payload(resumed, "run_proof") == {"head": NEW_HEAD, "base": BASE, "revision": 2}
 
 
-def test_a_land_write_is_never_asked_for_without_a_proof_digest():
-    # seed/docs: `land` is the reviewed head landed on base *with the proof digest*.
+def _approved_at_c(path: str):
+    """The quest at C, approved, along one of the paths that lead there; returns the proven
+    quest and the approval's decision."""
+    if path == "main line":
+        story, quest = drive(S.READY)
+    elif path == "held revision":
+        story, quest = _held_revision()
+        quest = accept(quest, story("proof_completed", **bundle_for(quest))).quest
+    else:  # paused while the held revision's proof ran, resumed, then proven
+        story, resumed = _paused_held_revision()
+        quest = accept(resumed.quest, story("proof_completed", **bundle_for(resumed.quest))).quest
+        quest = accept(quest, story("claimed", actor=HOLDER)).quest
+    approve = story("checkpoint_decided", checkpoint="C", verdict="approve", actor=HOLDER)
+    return quest, decide(quest, approve)
+
+
+@pytest.mark.parametrize("path", ["main line", "held revision", "paused held revision"])
+def test_a_land_write_is_never_asked_for_without_a_proof_digest(path):
+    # seed/docs: `land` is the reviewed head landed on base *with the proof digest*. (The test
+    # once approved while the proof still ran: no land was asked for, and nothing was checked.)
+    proven, decision = _approved_at_c(path)
+    assert decision.state is S.LANDING, decision.reason
+    (land,) = [effect for effect in decision.effects if effect.type is EffectType.LAND]
+    assert proven.proof_digest is not None
+    assert land.payload["proof"] == proven.proof_digest
+    assert land.payload["head"] == proven.patch_head
+
+
+def test_approving_c_while_the_proof_still_runs_asks_for_no_land():
     story, resumed = _paused_held_revision()
-    event = story("checkpoint_decided", checkpoint="C", verdict="approve", actor=HOLDER)
-    decision = decide(resumed.quest, event)
-    for effect in decision.effects:
-        if effect.type is EffectType.LAND:
-            assert effect.payload["proof"] is not None
+    assert resumed.state is S.PROVING and resumed.quest.proof_digest is None
+    approve = story("checkpoint_decided", checkpoint="C", verdict="approve", actor=HOLDER)
+    decision = decide(resumed.quest, approve)
+    assert decision.outcome == "refused"
+    assert decision.effects == ()
 
 
 # --- proof binding ----------------------------------------------------------------------------
@@ -284,6 +350,77 @@ def test_proof_binds_with_the_documented_canonical_digest():
     assert decision.outcome == "accepted"
     assert decision.state is S.READY
     assert decision.quest.proof_digest == proof["digest"]
+
+
+# docs/lifecycle.md "Proof binding": the recipe anyone can run on the bundle they submit.
+JQ_RECIPE = "jq -cS . bundle.json | tr -d '\\n' | sha256sum"
+
+
+def _hashed_with_the_documented_recipe(tmp_path, bundle: dict) -> str:
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed (apt-get install jq; .ci/run installs it)")
+    (tmp_path / "bundle.json").write_text(json.dumps(bundle, indent=2))
+    done = subprocess.run(
+        ["sh", "-c", JQ_RECIPE], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    return "sha256:" + done.stdout.split()[0]
+
+
+@pytest.mark.parametrize(
+    "checks",
+    [
+        [{"name": "tests", "passed": True}],  # command, exit_code, duration_ms… left out
+        [{"name": "tests", "passed": True, "exit_code": 0, "duration_ms": 4210}],
+        None,  # no checks field at all
+    ],
+    ids=["required-fields-only", "some-optional-fields", "no-checks-field"],
+)
+def test_a_bundle_hashed_with_the_documented_jq_recipe_binds_as_submitted(tmp_path, checks):
+    story, quest = drive(S.PROVING)
+    bundle = {"quest": "q1", "revision": 1, "risk": "medium", "base": BASE, "head": HEAD}
+    if checks is not None:
+        bundle["checks"] = checks
+    digest = _hashed_with_the_documented_recipe(tmp_path, bundle)
+    decision = _complete(story, quest, bundle=bundle, digest=digest)
+    assert decision.outcome == "accepted", decision.reason
+    assert decision.quest.proof_digest == digest
+
+
+def test_a_submitted_bundle_keeps_its_form_through_the_events_json(tmp_path):
+    # The journal stores event.json and replays it: the bundle must come back as it was sent,
+    # or the replayed digest would differ from the one that was accepted.
+    story, _ = drive(S.PROVING)
+    bundle = {"quest": "q1", "revision": 1, "risk": "medium", "base": BASE, "head": HEAD}
+    bundle["checks"] = [{"name": "tests", "passed": True}]
+    digest = _hashed_with_the_documented_recipe(tmp_path, bundle)
+    event = story("proof_completed", bundle=bundle, digest=digest)
+    assert event_to_dict(event)["bundle"] == bundle
+    assert parse_event(event_to_dict(event)).bundle.digest() == digest
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"revision": "1"}, "revision"),
+        ({"revision": 1.0}, "revision"),
+        ({"checks": [{"name": "tests", "passed": "yes"}]}, "checks.0.passed"),
+        (
+            {"checks": [{"name": "tests", "passed": True, "duration_ms": 12.0}]},
+            "checks.0.duration_ms",
+        ),
+    ],
+    ids=["revision-as-text", "revision-as-float", "passed-as-text", "duration-as-float"],
+)
+def test_a_bundle_value_that_would_change_when_converted_is_refused(change, where):
+    # Converted, "1" would hash as 1: the digest of what was submitted could never match.
+    bundle = {"quest": "q1", "revision": 1, "risk": "medium", "base": BASE, "head": HEAD} | change
+    with pytest.raises(ValidationError) as refused:
+        parse_event(
+            {"id": "e1", "quest": "q1", "at": "2026-01-05T09:00:00Z", "type": "proof_completed"}
+            | {"bundle": bundle, "digest": "sha256:" + "0" * 64}
+        )
+    (error,) = refused.value.errors()
+    assert ".".join(map(str, error["loc"])) == f"proof_completed.bundle.{where}"
 
 
 REQUIRE_TESTS = MachinePolicy(required_checks={"low": ("tests",)})

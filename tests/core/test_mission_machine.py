@@ -467,6 +467,52 @@ def test_everyone_who_produced_a_result_stays_excluded_after_a_repair_cycle() ->
     assert decide_wp(again, "wp1", request("done", "checker", actor="carol")).accepted
 
 
+FULL_WIDTH_MALLORY = "\uff4d\uff41\uff4c\uff4c\uff4f\uff52\uff59"
+
+
+@pytest.mark.parametrize("checker", ["mallory ", " mallory", "\tmallory\n", FULL_WIDTH_MALLORY])
+def test_a_maker_cannot_pass_their_own_check_by_spelling_their_name_differently(
+    checker: str,
+) -> None:
+    # Until actors are user accounts, a name is free text: surrounding white space and
+    # compatibility forms (NFKC: full-width letters) do not make another person.
+    checking = _through_checking(wp_mission(WPState.IN_PROGRESS), "mallory")
+    decision = decide_wp(checking, "wp1", request("done", "checker", actor=checker))
+    assert_refused(
+        decision,
+        checking,
+        "checker independence: 'mallory' produced work package 'wp1' and may not pass its check",
+    )
+
+
+def test_a_makers_name_is_recorded_without_the_white_space_around_it() -> None:
+    checking = _through_checking(wp_mission(WPState.IN_PROGRESS), "  mallory ")
+    assert checking.work_packages["wp1"].makers == ("mallory",)
+    again = _through_checking(
+        decide_wp(checking, "wp1", request("in_progress", "lead", actor="lena")).mission,
+        "mallory\u3000",  # an ideographic space: white space too
+    )
+    assert again.work_packages["wp1"].makers == ("mallory",)
+    passed = decide_wp(again, "wp1", request("done", "checker", actor=" carol"))
+    assert passed.mission.work_packages["wp1"].checker == "carol"
+
+
+def test_the_attempt_ledger_names_the_actor_without_the_white_space_around_it() -> None:
+    checking = _through_checking(wp_mission(WPState.IN_PROGRESS), "mallory")
+    repair = decide_wp(checking, "wp1", request("in_progress", "lead", actor=" lena "))
+    assert repair.mission.ledger[-1].actor == "lena"
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u3000", "\u00a0\t"])
+def test_a_blank_actor_name_is_refused_for_a_work_package(blank: str) -> None:
+    before = wp_mission(WPState.IN_PROGRESS)
+    assert_refused(
+        decide_wp(before, "wp1", request("checking", "maker", actor=blank)),
+        before,
+        "an actor id is required for work package IN_PROGRESS -> CHECKING",
+    )
+
+
 def test_work_on_a_wp_starts_only_while_the_mission_is_running() -> None:
     before = wp_mission(WPState.READY, MissionState.PAUSED)
     assert_refused(

@@ -144,3 +144,37 @@ def test_blank_lines_and_comments_are_skipped():
         ' "signal": {"id": "s1", "fingerprint": "f"}}\n'
     )
     assert [e.id for e in read_events(text)] == ["e1"]
+
+
+LINE_TWO = (
+    b'{"id": "e2", "quest": "q1", "type": "comment_added", "at": "2026-01-01T00:01:00Z",'
+    b' "body": "caf\xe9"}\n'  # "cafe" with an acute accent, saved as Latin-1
+)
+NOT_UTF8 = (
+    ": the line is not UTF-8 text (invalid continuation byte: "
+    f"byte 0xe9 at byte {LINE_TWO.index(0xE9) + 1})\n"
+)
+
+
+def _file_with_latin1_on_line_two(tmp_path: Path) -> Path:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(
+        b'{"id": "e1", "quest": "q1", "type": "signal_sensed", "at": "2026-01-01T00:00:00Z",'
+        b' "signal": {"id": "s1", "fingerprint": "f"}}\n' + LINE_TWO
+    )
+    return path
+
+
+def test_a_file_that_is_not_utf8_exits_two_naming_file_and_line(tmp_path):
+    path = _file_with_latin1_on_line_two(tmp_path)
+    result = run(str(path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == f"{path}:2{NOT_UTF8}"
+
+
+def test_the_console_entry_point_reports_a_file_that_is_not_utf8(tmp_path, capsys):
+    path = _file_with_latin1_on_line_two(tmp_path)
+    assert main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"{path}:2{NOT_UTF8}")

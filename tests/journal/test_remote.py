@@ -89,7 +89,9 @@ def test_a_concurrent_remote_update_makes_our_push_a_conflict_and_changes_nothin
     git("clone", "-q", "--mirror", str(remote), str(tmp_path / "b.git"))
     writer_b = Journal(tmp_path / "b.git")
 
-    b_head = comment(writer_b, Story(QID, start=story.at), "B was first")  # B appends…
+    b_story = Story(QID, start=story.at)
+    b_story.n = 100  # B's own event ids: a quest takes each id once
+    b_head = comment(writer_b, b_story, "B was first")  # B appends…
     push(writer_b, remote)  # …and pushes first
 
     comment(local, story, "A was second")  # A appends to the same quest

@@ -1,5 +1,6 @@
-"""What the forge reports about a quest's commits: deployments that carry a landed commit out
-(and open the watch window), and CI checks on a patch head (which can hold checkpoint C).
+"""The machine's handlers for what the forge reports about a quest's commits: deployments that
+carry a landed commit out (and open the watch window), and CI check results on a patch head
+(which can hold checkpoint C).
 
 Handlers in the shape of ``ephyra.core.lifecycle``'s; docs/lifecycle.md documents both events.
 """
