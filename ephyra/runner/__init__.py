@@ -10,15 +10,24 @@ agent) goes through one runner:
   private ``/tmp``, only the worktree writable. It refuses to run where bubblewrap cannot.
 
 Each run leaves ``<name>.log`` (its output, capped) and ``<name>.json`` (its record,
-``RunResult.to_dict()``) in the request's artifacts directory (``artifacts``). Pure of
-Django: the standard library and ``ephyra.core`` only. ``docs/work.md`` describes it for
-operators.
+``RunResult.to_dict()``) in the request's artifacts directory (``artifacts``).
+``worktrees`` prepares and removes the worktree of a quest revision. Pure of Django: the
+standard library and ``ephyra.core`` only. ``docs/work.md`` describes it for operators.
 """
 
 from ephyra.core.ports import RunLimits, Runner, RunnerUnavailable, RunRequest, RunResult
 from ephyra.runner.artifacts import read_record
 from ephyra.runner.local import DEFAULT_PATH, LocalRunner
 from ephyra.runner.sandbox import SandboxRunner
+from ephyra.runner.worktrees import (
+    Worktree,
+    WorktreeError,
+    branch_name,
+    prepare_worktree,
+    remove_quest_worktrees,
+    remove_worktree,
+    worktree_path,
+)
 
 __all__ = [
     "DEFAULT_PATH",
@@ -29,5 +38,12 @@ __all__ = [
     "Runner",
     "RunnerUnavailable",
     "SandboxRunner",
+    "Worktree",
+    "WorktreeError",
+    "branch_name",
+    "prepare_worktree",
     "read_record",
+    "remove_quest_worktrees",
+    "remove_worktree",
+    "worktree_path",
 ]
