@@ -60,6 +60,7 @@ from journal.format import (
     read_json,
     recorded_decision,
     text_file,
+    trailers,
     tree_bytes,
 )
 from journal.pack import PackWriter, consolidate
@@ -209,7 +210,7 @@ class Journal:
         while oid is not None and oid != stop:
             if commit is None:
                 commit = self.repo[oid]
-            event = self._remember_event(oid, commit.message)  # type: ignore[attr-defined]
+            event = trailers(commit.message).get("Ephyra-Event")  # type: ignore[attr-defined]
             if event is not None:
                 events.append(event)
             parents = commit.parent_ids  # type: ignore[attr-defined]
