@@ -77,7 +77,7 @@ from ephyra.core.canonical import canonical_digest  # noqa: E402
 from ephyra.core.proof import CheckResult  # noqa: E402
 from ephyra.core.states import State  # noqa: E402
 from ephyra.sql import insert_rows  # noqa: E402
-from intake.otlp_models import IngestedSignal  # noqa: E402
+from intake.otlp.models import IngestedSignal  # noqa: E402
 from journal.store import Journal  # noqa: E402
 from ledger.audit import GENESIS  # noqa: E402
 from ledger.models import AuditEntry  # noqa: E402

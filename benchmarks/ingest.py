@@ -48,8 +48,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
-from ephyra.ingest import JSON, PROTOBUF, parse_logs
-from ephyra.ingest import redact as redaction
+from ephyra.redaction import redact as redaction
+from ephyra.telemetry import JSON, PROTOBUF, parse_logs
 
 TARGET = 20_000  # records per second per core, each format
 SERVICES = ("checkout", "payments", "catalog", "accounts")

@@ -48,10 +48,10 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from benchmarks.ingest import build_records, encode_json, encode_protobuf  # noqa: E402
-from ephyra.ingest import JSON, PROTOBUF, parse_logs  # noqa: E402
-from ephyra.ingest import redact as redaction  # noqa: E402
-from intake.otlp_models import IngestedSignal  # noqa: E402
-from intake.tokens import token_create  # noqa: E402
+from ephyra.redaction import redact as redaction  # noqa: E402
+from ephyra.telemetry import JSON, PROTOBUF, parse_logs  # noqa: E402
+from intake.otlp.models import IngestedSignal  # noqa: E402
+from intake.otlp.tokens import token_create  # noqa: E402
 from journal.store import Journal  # noqa: E402
 from ledger.models import InboundEvent  # noqa: E402
 from quests.models import Workspace  # noqa: E402

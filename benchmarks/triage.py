@@ -3,7 +3,7 @@
 ``.venv/bin/python benchmarks/triage.py [--patches P] [--exports E] [--records R]``. The
 engine first drives P quests (default 100) of one workspace to ``proving``, each with a
 patch that is a real commit in the workspace repository changing three files. Then E exports
-(default 200) of R error records (default 10) go through ``intake.otlp_services.signals_receive``:
+(default 200) of R error records (default 10) go through ``intake.otlp.services.signals_receive``:
 the whole store-route-submit path into the database, without HTTP. Every record has a new
 fingerprint whose frames touch no patched file, so each candidate is checked against every
 patch, the worst case for the conflict route. Each export runs in a transaction that is rolled
@@ -46,10 +46,10 @@ import pygit2  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from ephyra.core.proof import CheckResult  # noqa: E402
-from ephyra.ingest import PROTOBUF, parse_logs  # noqa: E402
-from intake import triage  # noqa: E402
-from intake.otlp_services import signals_receive  # noqa: E402
-from intake.tokens import token_create  # noqa: E402
+from ephyra.telemetry import PROTOBUF, parse_logs  # noqa: E402
+from intake import grouping as triage  # noqa: E402
+from intake.otlp.services import signals_receive  # noqa: E402
+from intake.otlp.tokens import token_create  # noqa: E402
 from journal.store import Journal  # noqa: E402
 from quests.engine import quest_apply  # noqa: E402
 from quests.models import Quest, Workspace  # noqa: E402

@@ -167,7 +167,7 @@ EPHYRA_FAULTS = env_str("EPHYRA_FAULTS", "")
 # Forge webhooks (intake/): the largest body taken; larger ones are refused with 413.
 EPHYRA_WEBHOOK_MAX_BYTES = env_int("EPHYRA_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=1024)
 EPHYRA_OTLP_MAX_BYTES = env_int("EPHYRA_OTLP_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
-# OTLP throttling (intake/throttle.py): exports per ingest token per window, then 429 with
+# OTLP throttling (intake/otlp/throttle.py): exports per ingest token per window, then 429 with
 # Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
 EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)
 EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
@@ -175,7 +175,7 @@ EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
 # thousands. 0 turns it off.
 EPHYRA_OTLP_RECORD_LIMIT = env_int("EPHYRA_OTLP_RECORD_LIMIT", 100_000, minimum=0)
 # A quest hears of its repeated signals in at most one signal_merged per this many seconds
-# (intake/sightings.py); 0 gives each export its own.
+# (intake/otlp/sightings.py); 0 gives each export its own.
 EPHYRA_MERGE_WINDOW_SECONDS = env_int("EPHYRA_MERGE_WINDOW_SECONDS", 60, minimum=0)
 # How long an export may wait for another one holding its locks (intake/locks.py: the same
 # export being stored, or a new error's fingerprints being routed) before it is answered 503

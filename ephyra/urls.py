@@ -7,6 +7,6 @@ urlpatterns = [
     path("", include("inbox.urls")),
     path("", include("quests.urls")),
     path("admin/", admin.site.urls),
-    path("hooks/", include("intake.urls")),
-    path("v1/", include("intake.otlp_urls")),
+    path("hooks/", include("intake.hooks.urls")),
+    path("v1/", include("intake.otlp.urls")),
 ]

@@ -18,7 +18,7 @@ from ephyra.core import events as ev
 from ephyra.core.canonical import canonical_digest
 from ephyra.core.machine import decide
 from ephyra.core.quest import Quest as QuestValue
-from intake.otlp_models import IngestedSignal
+from intake.otlp.models import IngestedSignal
 from journal.format import PROOF_DIR, PROOF_FILE
 from quests.models import Quest
 from quests.roles import allows

@@ -31,16 +31,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from inbox.forms import HookCreateForm, OnceForm, TokenCreateForm, WorkspaceAddForm
-from intake.models import Hook, WebhookDelivery
-from intake.otlp_models import IngestedSignal, IngestToken
-from intake.services import (
+from intake.hooks.services import (
     hook_endpoint,
     hook_register,
     hook_remove,
     hook_secret_hint,
     hook_set_enabled,
 )
-from intake.tokens import token_issue, token_revoke
+from intake.models import Hook, WebhookDelivery
+from intake.otlp.models import IngestedSignal, IngestToken
+from intake.otlp.tokens import token_issue, token_revoke
 from ledger.models import InboundEvent, Operation
 from ledger.selectors import operation_counts
 from quests.models import PolicyProposal, Workspace

@@ -3,9 +3,9 @@ from django.contrib import admin
 from django.utils import timezone
 
 from ephyra.readonly_admin import ReadOnlyAdmin
-from intake.credentials import validate_reference
+from intake.hooks.credentials import validate_reference
 from intake.models import Hook, IngestedSignal, IngestToken, ReviewLink, WebhookDelivery
-from intake.otlp_models import FingerprintMute
+from intake.otlp.models import FingerprintMute
 
 
 class HookForm(forms.ModelForm):
@@ -60,7 +60,7 @@ class ReviewLinkAdmin(ReadOnlyAdmin):
 
 @admin.register(IngestToken)
 class IngestTokenAdmin(admin.ModelAdmin):
-    """Made by ``manage.py ingest-token add`` (which shows the token once); here only named
+    """Made by ``manage.py ingest_tokens add`` (which shows the token once); here only named
     and switched off."""
 
     list_display = ("prefix", "workspace", "name", "active", "created_at")

@@ -15,8 +15,8 @@ from ephyra.core.events import TriageDecided
 from ephyra.core.ports import EffectRequest, EffectResult, outcome_event_id
 from ephyra.core.states import Severity
 from ephyra.policy.triage import SignalFacts, triage
-from intake.otlp_models import FingerprintMute
-from intake.triage import signal_facts
+from intake.grouping import signal_facts
+from intake.otlp.models import FingerprintMute
 from quests.models import Quest, Workspace
 from quests.workspaces import workspace_policy_document
 

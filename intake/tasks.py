@@ -1,11 +1,12 @@
-"""Celery tasks of intake: the timer that ends a quest's merge window (``intake.sightings``)."""
+"""Celery tasks of intake: the timer that ends a quest's merge window
+(``intake.otlp.sightings``)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 from django.utils import timezone
 
-from intake.sightings import CARRY_TASK, merges_carry
+from intake.otlp.sightings import CARRY_TASK, merges_carry
 from quests.models import Workspace
 
 

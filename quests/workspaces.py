@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pygit2
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -144,3 +145,21 @@ def workspace_add(
             payload={"remote": source, "base_branch": base_branch},
         )
     return workspace
+
+
+def commit_contains(workspace: Workspace, deployed: str, landed: str) -> bool | None:
+    """Whether a deployed commit carries a landed one, asked of the workspace's mirror: True
+    when ``landed`` is ``deployed`` or one of its ancestors, False when it is not, and None when
+    the mirror cannot tell (it cannot be opened, or lacks either commit: a deployment of a
+    commit not fetched yet). A forge says which commit it deployed, not what that commit
+    contains; only full commit ids are looked up, a prefix is not guessed."""
+    if deployed == landed:
+        return True
+    try:
+        repo = pygit2.Repository(workspace.repository)
+        deployed_oid, landed_oid = pygit2.Oid(hex=deployed), pygit2.Oid(hex=landed)
+        if deployed_oid not in repo or landed_oid not in repo:
+            return None
+        return repo.descendant_of(deployed_oid, landed_oid)
+    except (pygit2.GitError, ValueError, KeyError):
+        return None

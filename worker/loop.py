@@ -21,7 +21,7 @@ from django.utils import timezone
 from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.ports import retry_safe
-from intake.sightings import merges_sweep
+from intake.otlp.sightings import merges_sweep
 from ledger.lease import (
     Fence,
     LeaseLost,
@@ -181,7 +181,7 @@ class Worker:
                 self._refused(workspace_id)
 
     def sweep(self, fence: Fence) -> None:
-        """Carry the repeated signals held past their merge window (``intake.sightings``): a
+        """Carry the repeated signals held past their merge window (``intake.otlp.sightings``): a
         timer does it through Celery; this catches what no timer did (no broker, a lost one)."""
         workspace = Workspace.objects.get(pk=fence.workspace_id)
         if merges_sweep(workspace, timezone.now()):

@@ -13,8 +13,8 @@ import pytest
 from django.urls import reverse
 
 from ephyra.policy import DEFAULT_POLICY_PATH
-from intake.services import hook_register
-from intake.tokens import token_create
+from intake.hooks.services import hook_register
+from intake.otlp.tokens import token_create
 from ledger.models import Operation
 from quests.models import Quest
 from quests.policies import policy_propose, policy_version_add

@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from intake.models import Hook
-from intake.otlp_models import IngestToken
-from intake.tokens import token_create
+from intake.otlp.models import IngestToken
+from intake.otlp.tokens import token_create
 from ledger.lease import lease_acquire
 from ledger.models import AuditEntry, Operation
 from quests.models import Workspace
@@ -158,7 +158,7 @@ def test_only_the_workspaces_admins_reach_its_page_and_actions(
     workspace, people, monkeypatch, who, status, request_name
 ):
     monkeypatch.setenv("SHOP_SECRET", "s" * 32)
-    from intake.services import hook_create
+    from intake.hooks.services import hook_create
 
     hook_create(workspace, "github", secret_ref="env:SHOP_SECRET")
     token, _ = token_create(workspace, name="api")
@@ -508,7 +508,7 @@ def test_a_second_hook_of_a_kind_is_refused_and_the_first_secret_stays(workspace
 
 
 def test_a_hook_whose_secret_cannot_be_read_says_so(workspace, people, monkeypatch):
-    from intake.services import hook_create
+    from intake.hooks.services import hook_create
 
     monkeypatch.delenv("NOT_SET_HERE", raising=False)
     hook_create(workspace, "gitea", secret_ref="env:NOT_SET_HERE")
@@ -531,7 +531,7 @@ def queries_for(client, url) -> int:
 def test_the_pages_cost_the_same_queries_for_few_tokens_hooks_and_workspaces_or_many(
     workspace, other_workspace, people, monkeypatch, tmp_path
 ):
-    from intake.services import hook_create
+    from intake.hooks.services import hook_create
 
     monkeypatch.setenv("SHOP_SECRET", "s" * 32)
     boss = person("boss", shop=[Role.ADMIN], other=[Role.ADMIN])

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ephyra.core.proof import CheckResult
+from intake.hooks.services import hook_create
 from intake.models import Hook, ReviewLink, WebhookDelivery
-from intake.services import hook_create
 from journal.store import Journal
 from ledger.models import InboundEvent
 from quests.engine import quest_apply

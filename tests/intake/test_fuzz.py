@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from intake.tokens import token_create
+from intake.otlp.tokens import token_create
 from tests.intake.conftest import (
     DELIVERY_HEADER,
     EVENT_HEADER,

@@ -14,7 +14,7 @@ from ephyra.core.events import (
     ForgeCheck,
 )
 from ephyra.core.states import State
-from ephyra.forge.facts import (
+from ephyra.webhooks.facts import (
     CheckResult,
     Comment,
     Deployment,
@@ -27,7 +27,7 @@ from ephyra.forge.facts import (
     linked_quests,
     parse_time,
 )
-from ephyra.forge.webhooks import (
+from ephyra.webhooks.webhooks import (
     OpenQuest,
     base_matters,
     concerned,

@@ -7,9 +7,9 @@ import re
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from ephyra.ingest import parse_logs
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from ephyra.telemetry import parse_logs
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 from quests.engine import quest_apply
 from tests.core.story import Story

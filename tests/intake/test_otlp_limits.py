@@ -11,9 +11,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from ephyra.ingest import FIELD_LIMITS, parse_logs
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from ephyra.telemetry import FIELD_LIMITS, parse_logs
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 from tests.intake.test_otlp_refusals import PROTOBUF, post
 

@@ -1,7 +1,7 @@
 """No secret an export carries reaches the database, the journal or a log line.
 
 One log export (protobuf) and one trace export (OTLP JSON), each seeded with an example of every
-redaction rule (``ephyra/ingest/rules.py``: the rule's own positive example, so a new rule is
+redaction rule (``ephyra/redaction/rules.py``: the rule's own positive example, so a new rule is
 seeded here the day it is written) in every text field a signal is read from, are sent over real
 HTTP to a live server; then the workspace's worker applies the quest events (journal commits,
 triage effects). Afterwards every column of every row of every table, every object of the
@@ -25,12 +25,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from ephyra.ingest.rules import RULES
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from ephyra.redaction.rules import RULES
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 from quests.models import Quest
-from tests.ingest import hidden
+from tests.telemetry import hidden
 from worker.loop import Worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("committed")]

@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 
 PROTOBUF = "application/x-protobuf"

@@ -26,8 +26,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 from tests.intake.test_otlp_tokens import database_text
 

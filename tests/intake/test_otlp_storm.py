@@ -1,7 +1,7 @@
 """An error storm: every repeat is stored and counted exactly (``MinuteCount``), while the quest
 hears of the repeats in one counted ``signal_merged`` per export and per merge window, so its
 journal grows with time, not with traffic, and the workspace's worker is free for other work
-(``intake/sightings.py``, docs/triage.md)."""
+(``intake/otlp/sightings.py``, docs/grouping.md)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 
 from ephyra.celery import app
 from ephyra.environment import filesystem_broker
-from ephyra.ingest import parse_logs
-from intake.otlp_models import IngestedSignal, IngestToken, MergeWindow, MinuteCount
-from intake.otlp_services import signals_receive
-from intake.sightings import CARRY_TASK, merges_carry
+from ephyra.telemetry import parse_logs
+from intake.otlp.models import IngestedSignal, IngestToken, MergeWindow, MinuteCount
+from intake.otlp.services import signals_receive
+from intake.otlp.sightings import CARRY_TASK, merges_carry
+from intake.otlp.tokens import token_create
 from intake.tasks import carry_merges
-from intake.tokens import token_create
 from journal.store import REF_PREFIX
 from ledger.models import InboundEvent
 from quests.models import Quest

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from django.db import OperationalError, connection
 
-from intake.otlp_models import IngestToken
-from intake.throttle import throttle_wait
-from intake.tokens import token_create
+from intake.otlp.models import IngestToken
+from intake.otlp.throttle import throttle_wait
+from intake.otlp.tokens import token_create
 from tests.intake.test_otlp_refusals import JSON, PROTOBUF, counts, error_log, post, status_of
 from tests.intake.test_otlp_storm import copies
 
@@ -131,8 +131,8 @@ def test_the_count_is_shared_with_another_process(workspace, token, limited):
         "import django, sys; django.setup()\n"
         "from django.conf import settings\n"
         "settings.EPHYRA_OTLP_RATE_LIMIT, settings.EPHYRA_OTLP_RATE_WINDOW = 3, 3600\n"
-        "from intake.otlp_models import IngestToken\n"
-        "from intake.throttle import throttle_wait\n"
+        "from intake.otlp.models import IngestToken\n"
+        "from intake.otlp.throttle import throttle_wait\n"
         "token = IngestToken(digest=sys.argv[1])\n"
         "print([throttle_wait(token) for _ in range(3)])\n"
     )

@@ -7,8 +7,8 @@ from io import StringIO
 from django.core.management import call_command
 from django.db import connection
 
-from intake.otlp_models import IngestToken
-from intake.tokens import bearer, token_create, token_verify
+from intake.otlp.models import IngestToken
+from intake.otlp.tokens import bearer, token_create, token_verify
 
 
 def database_text() -> str:
@@ -23,7 +23,7 @@ def database_text() -> str:
 
 def test_the_command_prints_a_token_once_that_the_database_never_holds(workspace):
     out = StringIO()
-    call_command("ingest-token", "add", "shop", "--name", "api", stdout=out)
+    call_command("ingest_tokens", "add", "shop", "--name", "api", stdout=out)
     token = out.getvalue().splitlines()[1]
     assert len(token) >= 43
     row = IngestToken.objects.get()
@@ -36,7 +36,7 @@ def test_the_command_prints_a_token_once_that_the_database_never_holds(workspace
 def test_the_listing_shows_prefixes_and_never_tokens(workspace):
     _, token = token_create(workspace, name="worker")
     out = StringIO()
-    call_command("ingest-token", "list", stdout=out)
+    call_command("ingest_tokens", "list", stdout=out)
     assert f"shop\t{token[:8]}…\tworker\tactive" in out.getvalue()
     assert token not in out.getvalue()
 

@@ -6,8 +6,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 from tests.intake.test_otlp_refusals import error_log, post, status_of
 

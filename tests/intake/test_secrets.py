@@ -12,12 +12,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from ephyra.core.events import parse_event
+from intake.hooks.services import hook_create
 from intake.models import Hook
-from intake.services import hook_create
 from ledger.models import InboundEvent
 from quests.engine import quest_apply
-from tests.ingest import hidden
 from tests.intake.conftest import SECRET, deliver, fixture, fixture_bytes
+from tests.telemetry import hidden
 
 pytestmark = pytest.mark.django_db
 

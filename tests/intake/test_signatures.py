@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ephyra.forge import signatures
+from ephyra.webhooks import signatures
 
 # GitHub's documented example ("Validating webhook deliveries").
 GITHUB_SECRET = b"It's a Secret to Everybody"

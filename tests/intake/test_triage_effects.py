@@ -14,12 +14,12 @@ import pytest
 from ephyra.core.effects import EffectType
 from ephyra.core.events import ChildAttached, ParentLanded, parse_event
 from ephyra.core.ports import EffectRequest, outcome_event_id
-from ephyra.ingest import parse_logs
+from ephyra.telemetry import parse_logs
 from intake.effects import MuteFingerprintAdapter, TriageAdapter
-from intake.otlp_models import FingerprintMute
-from intake.otlp_services import signals_receive
-from intake.tokens import token_create
-from intake.triage import patch_files, touches
+from intake.grouping import patch_files, touches
+from intake.otlp.models import FingerprintMute
+from intake.otlp.services import signals_receive
+from intake.otlp.tokens import token_create
 from journal.store import Journal
 from ledger import operations
 from ledger.lease import lease_acquire

@@ -12,13 +12,13 @@ import pytest
 from django.db import connection, transaction
 from django.test import Client
 
-from ephyra.ingest import parse_logs
-from intake import otlp_services
+from ephyra.telemetry import parse_logs
+from intake.grouping import Router
 from intake.locks import hold
-from intake.otlp_models import IngestedSignal, MergeWindow
-from intake.otlp_services import signals_receive
-from intake.tokens import token_create
-from intake.triage import Router
+from intake.otlp import services as otlp_services
+from intake.otlp.models import IngestedSignal, MergeWindow
+from intake.otlp.services import signals_receive
+from intake.otlp.tokens import token_create
 from journal.store import Journal
 from ledger.models import InboundEvent
 from quests.engine import quest_apply

@@ -23,12 +23,12 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from ephyra.compose import effect_adapters
 from ephyra.core.proof import CheckResult
 from ephyra.core.quest import Quest as QuestValue
-from ephyra.ingest import parse_logs
 from ephyra.policy.autonomy import policy_digest
-from intake.otlp_models import FingerprintMute, IngestedSignal, MergeWindow
-from intake.otlp_services import signals_receive
-from intake.sightings import merges_carry
-from intake.tokens import token_create
+from ephyra.telemetry import parse_logs
+from intake.otlp.models import FingerprintMute, IngestedSignal, MergeWindow
+from intake.otlp.services import signals_receive
+from intake.otlp.sightings import merges_carry
+from intake.otlp.tokens import token_create
 from journal.store import Journal
 from ledger.inbound import submit_event
 from ledger.models import InboundEvent, Operation
@@ -298,7 +298,7 @@ def test_a_burst_over_many_exports_before_the_worker_runs_makes_one_quest_with_a
     kinds = list(IngestedSignal.objects.values_list("event", flat=True))
     assert kinds.count("signal_sensed") == 1 and kinds.count("signal_merged") == 49
     # The first export opens the quest and merges its repeat; the next 24, inside the merge
-    # window, are held for the event that ends it (intake.sightings).
+    # window, are held for the event that ends it (intake.otlp.sightings).
     assert InboundEvent.objects.count() == 2
     worker.step()
     burst = only_quest_of(workspace, CART)

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
-from intake.otlp_models import FingerprintMute, IngestedSignal, MergeWindow, MinuteCount
-from intake.sightings import merges_carry
-from intake.tokens import token_create
+from intake.otlp.models import FingerprintMute, IngestedSignal, MergeWindow, MinuteCount
+from intake.otlp.sightings import merges_carry
+from intake.otlp.tokens import token_create
 from ledger.models import InboundEvent
 from quests.models import Quest
 from tests.intake.test_otlp_sdk import send_log

@@ -11,8 +11,8 @@ import pytest
 from ephyra import sql as statements
 from ephyra.core.events import SignalMerged, SignalRef, event_to_dict
 from ephyra.sql import insert_objects
-from intake.otlp_models import IngestedSignal
-from intake.tokens import token_create
+from intake.otlp.models import IngestedSignal
+from intake.otlp.tokens import token_create
 from ledger import inbound
 from ledger.inbound import submit_event, submit_events
 from ledger.models import InboundEvent

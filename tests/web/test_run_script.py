@@ -2,7 +2,7 @@
 
 Runs scripts/run.sh (what `make run` calls) in a fresh data directory with no DATABASE_URL and
 no REDIS_URL, queues a signal from another process, and waits for the worker to triage it. Then,
-as docs/otlp.md tells a newcomer: an ingest token from `manage.py ingest-token`, an application
+as docs/otlp.md tells a newcomer: an ingest token from `manage.py ingest_tokens`, an application
 process whose OpenTelemetry SDK is pointed at the server by OTEL_EXPORTER_OTLP_ENDPOINT and
 OTEL_EXPORTER_OTLP_HEADERS logs an exception, and the quest it opens is triaged and listed in
 the admin.
@@ -157,7 +157,7 @@ def test_make_run_serves_pages_and_its_worker_processes_effects(tmp_path):
 def otlp_export_becomes_a_quest(manage, env, port, database) -> str:
     """docs/otlp.md, "Try it with make run": a token, an SDK export, the quest it opened."""
     made = subprocess.run(
-        [*manage, "ingest-token", "add", "shop", "--name", "shop-api"],
+        [*manage, "ingest_tokens", "add", "shop", "--name", "shop-api"],
         cwd=ROOT,
         env=env,
         check=True,

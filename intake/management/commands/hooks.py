@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from intake.credentials import SecretUnavailable, env_reference, file_reference, read_secret
+from intake.hooks.credentials import SecretUnavailable, env_reference, file_reference, read_secret
+from intake.hooks.services import hook_create, hook_endpoint
 from intake.models import Hook, WebhookDelivery
-from intake.services import hook_create, hook_endpoint
 from quests.models import Workspace
 
 KINDS = [kind.value for kind in Hook.Kind]
