@@ -4,17 +4,30 @@ An operation is settled by ``manage.py ledger resolve`` (audited), a lease by th
 inbound event by the worker that applies it; the audit log is append-only.
 """
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from ephyra.readonly_admin import ReadOnlyAdmin
 from ledger.models import AuditEntry, InboundEvent, Lease, Operation, UsageReceipt
+from ledger.selectors import waiting_without_adapter
 
 
 @admin.register(Operation)
 class OperationAdmin(ReadOnlyAdmin):
+    """Read-only; the list says which effect types wait for an adapter the serving worker
+    lacks, and how many operations wait on each (they stay pending until one is configured)."""
+
     list_display = ("key", "workspace", "type", "state", "attempts", "updated_at")
     list_filter = ("state", "type", "workspace")
     search_fields = ("key", "quest_id")
+
+    def changelist_view(self, request, extra_context=None):
+        for slug, kind, n in waiting_without_adapter():
+            messages.warning(
+                request,
+                f"Workspace {slug}: {n} pending {kind} operation{'s wait' if n != 1 else ' waits'}: "
+                f"the worker serving it has no adapter for {kind} (EPHYRA_EFFECT_ADAPTERS).",
+            )
+        return super().changelist_view(request, extra_context)
 
 
 @admin.register(InboundEvent)

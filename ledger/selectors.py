@@ -11,9 +11,10 @@ from datetime import datetime
 
 from django.core.paginator import Page
 from django.db.models import Count, QuerySet
+from django.utils import timezone
 
 from ephyra.paging import COUNT_CAP, CappedPaginator, page_number
-from ledger.models import AuditEntry, InboundEvent, Operation
+from ledger.models import AuditEntry, InboundEvent, Lease, Operation
 
 PAGE_SIZE = 50
 # Operations that wait for a person: a write whose outcome is unknown, a job that kept failing.
@@ -160,3 +161,21 @@ def refused_events(
     if quest:
         rows = rows.filter(quest_id=quest)
     return list(rows.order_by("-pk")[:limit])
+
+
+def waiting_without_adapter() -> list[tuple[str, str, int]]:
+    """(workspace, effect type, pending operations) for each type that the worker serving the
+    workspace has no adapter for, as it said when it took the lease (``Lease.effect_types``),
+    in two queries. A workspace no live worker serves is left out: nobody can say yet."""
+    now = timezone.now()
+    served = {
+        lease.workspace_id: set(lease.effect_types)
+        for lease in Lease.objects.filter(expires_at__gt=now).exclude(owner="")
+    }
+    rows = (
+        Operation.objects.filter(state=Operation.State.PENDING, workspace_id__in=served)
+        .values_list("workspace_id", "workspace__slug", "type")
+        .annotate(n=Count("pk"))
+        .order_by("workspace__slug", "type")
+    )
+    return [(slug, kind, n) for ws, slug, kind, n in rows if kind not in served[ws]]

@@ -151,3 +151,19 @@ def test_refused_submissions_are_listed_with_their_reasons(workspace):
         "shop q1 q1-e2 landed refused (from apply_events): only a landing quest can land; "
         "the quest is sensed"
     )
+
+
+def test_the_admins_operation_list_names_effect_types_the_serving_worker_cannot_deliver(
+    workspace, client
+):
+    from django.contrib.auth import get_user_model
+
+    drive(workspace, Story("q1"), "researching")  # asks for start_agent: no adapter by default
+    Worker(owner="w1").step()  # w1 serves shop now and said which types it serves
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
+    client.login(username="root", password="pw-for-tests")
+    page = client.get("/admin/ledger/operation/").content.decode()
+    assert (
+        "Workspace shop: 1 pending start_agent operation waits: the worker serving it has no "
+        "adapter for start_agent"
+    ) in page
