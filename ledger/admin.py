@@ -22,10 +22,11 @@ class OperationAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         for slug, kind, n in waiting_without_adapter():
+            wait = "operations wait" if n != 1 else "operation waits"
             messages.warning(
                 request,
-                f"Workspace {slug}: {n} pending {kind} operation{'s wait' if n != 1 else ' waits'}: "
-                f"the worker serving it has no adapter for {kind} (EPHYRA_EFFECT_ADAPTERS).",
+                f"Workspace {slug}: {n} pending {kind} {wait}: the worker serving it has no "
+                f"adapter for {kind} (EPHYRA_EFFECT_ADAPTERS).",
             )
         return super().changelist_view(request, extra_context)
 
