@@ -45,7 +45,7 @@ class Command(BaseCommand):
         if workspace is None:
             raise CommandError(f"no workspace {options['workspace']!r}")
         try:
-            with options["file"].open(encoding="utf-8") as handle:
+            with options["file"].open("rb") as handle:  # decoded line by line, file:line on error
                 events = list(read_events(handle, str(options["file"])))
         except (OSError, EventFileError) as exc:
             raise CommandError(str(exc)) from None
