@@ -6,9 +6,18 @@ the machine reads no clock and invents no identifier. ``docs/lifecycle.md`` docu
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+)
 
 from ephyra.core.actors import normalise_actor
 from ephyra.core.proof import ProofBundle, Sha
@@ -89,9 +98,25 @@ class ResearchStarted(BaseEvent):
     route: Literal["auto_fix", "research_only"] | None = None
 
 
+def _bounded_evidence(value: dict[str, Any]) -> dict[str, Any]:
+    """Evidence is JSON a page shows and the journal keeps: at most ``EVIDENCE_LIMIT`` bytes.
+    The full outputs stay as artifacts, named by their digests."""
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > EVIDENCE_LIMIT:
+        raise ValueError(f"the evidence is {size} bytes of JSON; at most {EVIDENCE_LIMIT}")
+    return value
+
+
+EVIDENCE_LIMIT = 64 * 1024
+# What a step found, as structured data: the frames it mapped, the commits it suspects or
+# tested, the runs it made (each with its output's digest). Shown on the quest page.
+Evidence = Annotated[dict[str, Any], AfterValidator(_bounded_evidence)]
+
+
 class HypothesisWritten(BaseEvent):
     type: Literal["hypothesis_written"] = "hypothesis_written"
     summary: Text
+    evidence: Evidence = {}
 
 
 class CheckpointDecided(BaseEvent):
@@ -107,17 +132,31 @@ class ReproductionRecorded(BaseEvent):
     probe: Text
     plan: Text = ""
     risk: Risk | None = None
+    evidence: Evidence = {}
 
 
 class ReproductionFailed(BaseEvent):
     type: Literal["reproduction_failed"] = "reproduction_failed"
     reason: Text = ""
+    evidence: Evidence = {}
 
 
 class PatchRecorded(BaseEvent):
     type: Literal["patch_recorded"] = "patch_recorded"
     head: Sha
     base: Sha
+    evidence: Evidence = {}
+
+
+class PatchFailed(BaseEvent):
+    """No patch could be written (a revert that conflicts and no agent to resolve it, an
+    agent whose diff was refused): the quest parks for a person with ``reason``."""
+
+    type: Literal["patch_failed"] = "patch_failed"
+    reason: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+$")]
+    detail: Text = ""
+    files: tuple[Annotated[str, Field(min_length=1, max_length=1000)], ...] = ()
+    evidence: Evidence = {}
 
 
 class ProofCompleted(BaseEvent):
@@ -274,6 +313,7 @@ Event = Annotated[
     | ReproductionRecorded
     | ReproductionFailed
     | PatchRecorded
+    | PatchFailed
     | ProofCompleted
     | ProofFailed
     | ProbesRequested

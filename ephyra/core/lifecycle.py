@@ -160,6 +160,15 @@ def _patch_recorded(q: Quest, e: ev.PatchRecorded, p: MachinePolicy) -> Outcome:
     )
 
 
+def _patch_failed(q: Quest, e: ev.PatchFailed, p: MachinePolicy) -> Outcome:
+    if q.state is not S.PATCHING:
+        return f"only a quest that is patching can fail to patch; the quest is {q.state}"
+    return (
+        {"state": S.PARKED, "resume_state": S.PATCHING, "park_reason": e.reason},
+        [(E.NOTIFY_INBOX, {"reason": e.reason, "detail": e.detail, "files": list(e.files)})],
+    )
+
+
 def _proving(q: Quest) -> bool:
     return q.state is S.PROVING or (q.state is S.HANDED_OFF and q.proof_pending)
 
@@ -545,6 +554,7 @@ HANDLERS: dict[str, Handler] = {
     "reproduction_recorded": _reproduction_recorded,
     "reproduction_failed": _reproduction_failed,
     "patch_recorded": _patch_recorded,
+    "patch_failed": _patch_failed,
     "proof_completed": _proof_completed,
     "proof_failed": _proof_failed,
     "probes_requested": _probes_requested,

@@ -24,6 +24,7 @@ from pydantic import (
 
 from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy, WatchStart
 from ephyra.core.states import Checkpoint, Severity
+from ephyra.policy.work import AgentPolicy, WorkPolicy
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("default.yaml")
 
@@ -92,6 +93,8 @@ class AutonomyPolicy(_Strict):
     proof: ProofPolicy = ProofPolicy()
     triage: TriagePolicy = TriagePolicy()
     watch: WatchPolicy = WatchPolicy()
+    work: WorkPolicy = WorkPolicy()
+    agent: AgentPolicy | None = None
 
     @field_validator("checkpoints")
     @classmethod

@@ -207,6 +207,7 @@ SAMPLE_FIELDS: dict[str, Callable[[str], dict[str, Any]]] = {
     "reproduction_recorded": lambda q: {"probe": "p"},
     "reproduction_failed": lambda q: {"reason": "flaky"},
     "patch_recorded": lambda q: {"head": NEW_HEAD, "base": BASE},
+    "patch_failed": lambda q: {"reason": "revert_conflict", "files": ["shop/cart.py"]},
     "proof_completed": _bundle,
     "proof_failed": lambda q: {"reason": "red"},
     "probes_requested": lambda q: {"probes": ["p1"]},
