@@ -35,6 +35,7 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.MERGE_SIGNAL: "quests.effects.MergeSignalAdapter",
     EffectType.DELIVER_CHILD_EVIDENCE: "quests.effects.DeliverChildEvidenceAdapter",
     EffectType.RESUME_DEPENDENTS: "quests.effects.ResumeDependentsAdapter",
+    EffectType.STOP_AGENT: "worker.jobs.StopAgentAdapter",
 }
 
 

@@ -158,6 +158,9 @@ EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
 EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
 # Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.
 EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
+# Job threads per worker process for long effects (agent steps: a test suite, a bisect), so the
+# loop keeps applying events and short effects meanwhile (worker/jobs.py).
+EPHYRA_JOBS = env_int("EPHYRA_JOBS", 2, minimum=1)
 # How long a person's action waits for the worker's answer before the page says "queued".
 EPHYRA_ACTION_WAIT_MS = env_int("EPHYRA_ACTION_WAIT_MS", 3000, minimum=0)
 # Fault injection for the crash tests and `make soak` (worker/faults.py): "<seed>:<one-in-N>

@@ -173,6 +173,29 @@ def _audit(op: Operation, action: str, payload: dict, actor: str = "ephyra") -> 
     )
 
 
+def runs_long(op: Operation) -> bool:
+    """Whether the operation's adapter runs as a job (``worker.jobs``), off the loop."""
+    adapter = effect_adapters().get(EffectType(op.type))
+    return bool(getattr(adapter, "runs_long", False))
+
+
+def job_request(fence: Fence, workspace: Workspace, op: Operation) -> EffectRequest:
+    return _request(workspace, op, fence)
+
+
+def job_done(fence: Fence, op: Operation, outcome: EffectResult | BaseException) -> Counts:
+    """Record what a job came to, as ``deliver`` records what an adapter returned; the loop
+    feeds the events back later (``feed_back``), the job never does."""
+    if isinstance(outcome, EffectFailed):
+        outcome = EffectResult("failed", {"error": str(outcome)})
+    if isinstance(outcome, BaseException):
+        log.warning("job %s raised", op.key, exc_info=outcome)
+        return _after_exception(fence, op, f"{type(outcome).__name__}: {outcome}")
+    if not _record(fence, op, outcome.status, _result_outcome(outcome)):
+        return Counts(delivered=1)
+    return Counts(delivered=1, **{outcome.status: 1})
+
+
 def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
     """Deliver one claimed operation and feed its events back."""
     counts = Counts(delivered=1)

@@ -39,6 +39,7 @@ from quests.repair import repair_workspace
 from worker import delivery
 from worker.delivery import Counts
 from worker.inbound import apply_group, inbound_groups
+from worker.jobs import JOBS
 
 log = logging.getLogger(__name__)
 BATCH = 200
@@ -56,6 +57,8 @@ class Worker:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        # Operations whose job recorded an outcome, by workspace: the loop feeds their events.
+        self._finished: dict[int, list[int]] = {}
 
     # --- running ---------------------------------------------------------------------------
 
@@ -69,6 +72,7 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
         self.wake.set()
+        JOBS.stop_all()  # their commands are killed; their operations are delivered again
         for thread in self._threads:
             thread.join(timeout=10)
 
@@ -193,7 +197,8 @@ class Worker:
         while not self.stopping.is_set() and self.fences.get(fence.workspace_id) == fence:
             # Read afresh: a new reviewed policy takes effect from the next event.
             workspace = Workspace.objects.select_related("policy").get(pk=fence.workspace_id)
-            did = self.take_inbound(fence, workspace)
+            did = self.feed_finished(fence, workspace)
+            did += self.take_inbound(fence, workspace)
             due = Operation.objects.filter(
                 workspace=workspace,
                 state=Operation.State.PENDING,
@@ -246,6 +251,11 @@ class Worker:
             if not current:
                 supersede(fence, op, why)
                 self.counts.superseded += 1
+            elif delivery.runs_long(op):
+                flush()
+                if claim(fence, op):
+                    self.start_job(fence, workspace, op)
+                moved.add(op.quest_id)
             elif retry_safe(EffectType(op.type)):
                 run[op.quest_id] = op
             else:
@@ -255,3 +265,40 @@ class Worker:
                 moved.add(op.quest_id)
         flush()
 
+    # --- jobs ------------------------------------------------------------------------------
+
+    def start_job(self, fence: Fence, workspace: Workspace, op: Operation) -> None:
+        """Run a claimed long operation in a job thread (``worker.jobs``); its outcome is
+        recorded there and its events fed back here, on a later pass."""
+        adapter = effect_adapters()[EffectType(op.type)]
+
+        def held() -> bool:
+            return not self.stopping.is_set() and self.fences.get(fence.workspace_id) == fence
+
+        def done(outcome) -> None:
+            try:
+                counts = delivery.job_done(fence, op, outcome)
+            except LeaseLost:
+                return  # the next holder finds the operation orphaned and delivers it again
+            with self._lock:
+                self.counts.add(counts)
+                self._finished.setdefault(fence.workspace_id, []).append(op.pk)
+            self.wake.set()
+
+        JOBS.start(
+            delivery.job_request(fence, workspace, op),
+            adapter.run,
+            done,
+            threads=settings.EPHYRA_JOBS,
+            still_held=held,
+        )
+
+    def feed_finished(self, fence: Fence, workspace: Workspace) -> int:
+        """Feed back the events of the operations whose jobs finished; how many."""
+        with self._lock:
+            pks = self._finished.pop(workspace.pk, [])
+        for op in Operation.objects.filter(pk__in=pks).order_by("id"):
+            events = delivery.feed_back(fence, workspace, op)
+            with self._lock:
+                self.counts.events += events
+        return len(pks)

@@ -79,7 +79,12 @@ def _work_for(state: State, q: Quest, policy: MachinePolicy) -> list[Spec]:
 
 
 def _stop_agent(q: Quest) -> list[Spec]:
-    return [(E.STOP_AGENT, {"state": str(q.state)})] if q.state in AGENT_STATES else []
+    # An auto route asks for research at triage: the agent may be at work before the quest
+    # says researching (its first event is research_started).
+    working = q.state in AGENT_STATES or (
+        q.state is S.TRIAGED and q.route in ("auto_fix", "research_only")
+    )
+    return [(E.STOP_AGENT, {"state": str(q.state)})] if working else []
 
 
 def _dependents(q: Quest, why: str) -> list[Spec]:

@@ -32,6 +32,10 @@ class EffectRequest(NamedTuple):
     # the claim. A worker frozen after its claim may wake when another has taken over; a write
     # adapter calls this last, so the window for a stale write is the send itself.
     still_holder: Callable[[], bool] = lambda: True
+    # Asked by a long effect (an agent step) between and during its commands: True once it
+    # should stop (``stop_agent``, a lost lease, a stopping worker). A runner given it kills the
+    # command's process group.
+    cancelled: Callable[[], bool] = lambda: False
 
 
 class EffectResult(NamedTuple):

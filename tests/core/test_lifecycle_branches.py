@@ -163,7 +163,9 @@ def test_pausing_any_active_state_parks_the_quest(state):
     assert decision.revision == quest.revision
     assert decision.quest.park_reason == "freeze"
     assert decision.quest.claim is None
-    expected = [f"q1:1:stop_agent:q1-e{story.n}:0"] if state in AGENT_STATES else []
+    # An auto-routed quest's agent is asked at triage: it may be at work while triaged.
+    working = state in AGENT_STATES or state is S.TRIAGED
+    expected = [f"q1:1:stop_agent:q1-e{story.n}:0"] if working else []
     assert keys(decision) == expected
 
 
@@ -226,7 +228,9 @@ def test_killing_any_active_state_abandons_the_quest(state):
     assert decision.outcome == "accepted"
     assert decision.state is S.ABANDONED
     assert decision.quest.claim is None
-    expected = [f"q1:1:stop_agent:q1-e{story.n}:0"] if state in AGENT_STATES else []
+    # An auto-routed quest's agent is asked at triage: it may be at work while triaged.
+    working = state in AGENT_STATES or state is S.TRIAGED
+    expected = [f"q1:1:stop_agent:q1-e{story.n}:0"] if working else []
     assert keys(decision) == expected
 
 

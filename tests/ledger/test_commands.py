@@ -122,7 +122,7 @@ def test_status_names_the_effect_types_no_adapter_serves_and_what_waits_on_them(
     drive(workspace, Story("q1"), "researching")  # asks for start_agent: no adapter by default
     status = run("ledger", "status")
     assert "  waiting for an adapter: start_agent=1" in status.splitlines()
-    assert "effect types without an adapter here: start_agent, stop_agent, run_proof" in status
+    assert "effect types without an adapter here: start_agent, run_proof, run_probes" in status
 
 
 def test_a_worker_says_at_start_which_effect_types_wait_without_an_adapter(workspace, caplog):
