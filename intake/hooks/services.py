@@ -1,4 +1,5 @@
-"""Hooks and deliveries: the one place that writes them.
+"""Hooks and deliveries: the one place that writes them (the dashboard, the admin and
+``manage.py hooks`` all come here; every change to a hook is audited).
 
 ``delivery_receive`` takes a verified, parsed delivery: it loads the quests the fact concerns,
 asks ``ephyra.webhooks.webhooks`` for the quest events, and in one transaction stores the delivery
@@ -146,7 +147,7 @@ def hook_register(user, workspace: Workspace, kind: str) -> tuple[Hook, str]:
             except BaseException:
                 written.unlink(missing_ok=True)
                 raise
-        _audit_hook(locked, user, "hook.created", hook)
+        _audit_hook(locked, f"person:{user.get_username()}", "hook.created", hook)
     return hook, secret
 
 
@@ -164,13 +165,19 @@ def hook_set_enabled(user, hook: Hook, enabled: bool) -> Hook:
     """Take a hook's deliveries again, or refuse them with 404 until enabled; audited
     (``hook.enabled`` / ``hook.disabled``). ``ValueError`` when it already is so."""
     require(user, hook.workspace, "administer")
+    return hook_switch(hook, enabled, actor=f"person:{user.get_username()}")
+
+
+def hook_switch(hook: Hook, enabled: bool, *, actor: str) -> Hook:
+    """``hook_set_enabled`` for an operator at the command line (``manage.py hooks``), who has
+    the host rather than a role: the same change, audited under ``actor``."""
     with transaction.atomic():
         locked = Workspace.objects.select_for_update().get(pk=hook.workspace_id)
         if not Hook.objects.filter(pk=hook.pk, active=not enabled).update(active=enabled):
             state = "enabled" if enabled else "disabled"
             raise ValueError(f"the {hook.kind} hook of {locked.slug} already is {state}")
         hook.active = enabled
-        _audit_hook(locked, user, "hook.enabled" if enabled else "hook.disabled", hook)
+        _audit_hook(locked, actor, "hook.enabled" if enabled else "hook.disabled", hook)
     return hook
 
 
@@ -179,10 +186,15 @@ def hook_remove(user, hook: Hook) -> None:
     Ephyra generated for it is deleted once the removal commits; a reference the admin gave
     (``manage.py hooks add --secret-file``) names a file Ephyra does not own and is left."""
     require(user, hook.workspace, "administer")
+    hook_delete(hook, actor=f"person:{user.get_username()}")
+
+
+def hook_delete(hook: Hook, *, actor: str) -> None:
+    """``hook_remove`` for an operator at the command line, audited under ``actor``."""
     with transaction.atomic():
         locked = Workspace.objects.select_for_update().get(pk=hook.workspace_id)
         generated = hook_secret_path(locked, hook.kind)
-        _audit_hook(locked, user, "hook.removed", hook)
+        _audit_hook(locked, actor, "hook.removed", hook)
         Hook.objects.filter(pk=hook.pk).delete()
         if hook.secret_ref == f"file:{generated}":
             transaction.on_commit(lambda: generated.unlink(missing_ok=True))
@@ -200,11 +212,18 @@ def hook_secret_hint(hook: Hook) -> str:
     return f"starts with {secret[:4]}…"
 
 
-def _audit_hook(workspace: Workspace, user, action: str, hook: Hook) -> None:
+def hook_audit_created(hook: Hook, *, actor: str) -> None:
+    """Record in the workspace's audit chain a hook an operator registered at the command line."""
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=hook.workspace_id)
+        _audit_hook(locked, actor, "hook.created", hook)
+
+
+def _audit_hook(workspace: Workspace, actor: str, action: str, hook: Hook) -> None:
     audit_append(
         workspace,
         at=timezone.now(),
-        actor=f"person:{user.get_username()}",
+        actor=actor,
         action=action,
         object=f"hook:{hook.kind}",
         payload={"kind": hook.kind, "secret": hook.secret_ref or "token digest"},

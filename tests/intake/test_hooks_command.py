@@ -102,3 +102,24 @@ def test_remove_keeps_the_deliveries(client, workspace, hooks):
     out, _ = run("remove", "shop", "github")
     assert out == "removed the github hook of shop\n"
     assert workspace.webhook_deliveries.count() == 1
+
+
+def test_every_change_to_a_hook_at_the_command_line_is_audited(workspace):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from ledger.models import AuditEntry
+
+    call_command("hooks", "add", "shop", "gitlab", "--generate-token", stdout=StringIO())
+    call_command("hooks", "disable", "shop", "gitlab", stdout=StringIO())
+    call_command("hooks", "enable", "shop", "gitlab", stdout=StringIO())
+    call_command("hooks", "remove", "shop", "gitlab", stdout=StringIO())
+    entries = list(AuditEntry.objects.order_by("sequence").values_list("action", "actor"))
+    assert [action for action, _ in entries] == [
+        "hook.created",
+        "hook.disabled",
+        "hook.enabled",
+        "hook.removed",
+    ]
+    assert all(actor.startswith("manage.py:") for _, actor in entries)

@@ -1,7 +1,15 @@
+import getpass
+
 from django.core.management.base import BaseCommand, CommandError
 
 from intake.hooks.credentials import SecretUnavailable, env_reference, file_reference, read_secret
-from intake.hooks.services import hook_create, hook_endpoint
+from intake.hooks.services import (
+    hook_audit_created,
+    hook_create,
+    hook_delete,
+    hook_endpoint,
+    hook_switch,
+)
 from intake.models import Hook, WebhookDelivery
 from quests.models import Workspace
 
@@ -50,11 +58,14 @@ class Command(BaseCommand):
         if hook is None:
             raise CommandError(f"workspace {workspace.slug} has no {options['kind']} hook")
         if action == "remove":
-            hook.delete()
+            hook_delete(hook, actor=operator())
             self.stdout.write(f"removed the {hook.kind} hook of {workspace.slug}")
-        else:
-            Hook.objects.filter(pk=hook.pk).update(active=action == "enable")
-            self.stdout.write(f"{action}d the {hook.kind} hook of {workspace.slug}")
+            return
+        try:
+            hook_switch(hook, action == "enable", actor=operator())
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{action}d the {hook.kind} hook of {workspace.slug}")
 
     def _add(self, workspace, options):
         try:
@@ -68,6 +79,7 @@ class Command(BaseCommand):
                 hook, token = hook_create(workspace, options["kind"], secret_ref=reference)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        hook_audit_created(hook, actor=operator())
         endpoint = f"{options['url'].rstrip('/')}{hook_endpoint(hook)}"
         self.stdout.write(f"{hook.kind} hook of {workspace.slug}: {endpoint}")
         if token:
@@ -102,3 +114,8 @@ class Command(BaseCommand):
                     ]
                 )
             )
+
+
+def operator() -> str:
+    """Who changed a hook at the command line, for the audit chain: the host's user."""
+    return f"manage.py:{getpass.getuser()}"
