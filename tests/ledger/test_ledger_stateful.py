@@ -13,6 +13,7 @@ between, and nothing an outdated generation holds changes except through the cur
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -95,6 +96,10 @@ class Model:
     state: str = S.PENDING
     attempts: int = 0
     generation: int | None = None  # of the claim that started it
+
+
+# How often the rules that can only run after earlier ones did (the test asserts they ran).
+REACHED: Counter[str] = Counter()
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -269,6 +274,16 @@ class LedgerMachine(RuleBasedStateMachine):
                 delivery.fenced_apply(fence, self.ws, killed)
         assert (self._rows(), journal.head(op.quest_id), AuditEntry.objects.count()) == before
 
+    @precondition(lambda self: self._where(S.PENDING))
+    @rule(data=st.data(), unknown=st.booleans())
+    def claim_then_lose_the_lease(self, data, unknown: bool) -> None:
+        """Guided, so the replaced worker's claim is reached in every run: claim a pending
+        operation (a write when there is one), then freeze and be replaced."""
+        pending = self._where(S.PENDING)
+        writes = [i for i in pending if self.model[i].write]
+        self.claim(data.draw(st.sampled_from(writes or pending)))
+        self.takeover(data, ran=False, unknown=unknown)
+
     @precondition(lambda self: self.in_flight)
     @rule(data=st.data())
     def deliver_a_claim_another_worker_took_over(self, data) -> None:
@@ -280,7 +295,9 @@ class LedgerMachine(RuleBasedStateMachine):
         with pytest.raises(LeaseLost):
             delivery.deliver(fence, self.ws, op)
         assert self._rows() == before
+        REACHED["a replaced worker's claim"] += 1
         if not retry_safe(EffectType(op.type)):
+            REACHED["a replaced worker's write"] += 1
             assert len(World.log) == runs, f"{op.key} was sent on a lost claim"
 
     # --- invariants ------------------------------------------------------------------------
@@ -329,7 +346,11 @@ def machine_settings(settings, tmp_path):
 
 @pytest.mark.usefixtures("machine_settings")
 def test_the_ledger_makes_only_allowed_transitions_under_any_schedule(db):
+    REACHED.clear()
     run_state_machine_as_test(
         LedgerMachine,
         settings=hypothesis_settings(max_examples=40, stateful_step_count=20),
     )
+    # The rules that check a replaced worker must have run, or this test proved nothing of it.
+    assert REACHED["a replaced worker's claim"] > 0, REACHED
+    assert REACHED["a replaced worker's write"] > 0, REACHED
