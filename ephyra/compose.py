@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from types import MappingProxyType
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ephyra.core.effects import EffectType
-from ephyra.core.ports import EffectAdapter
+from ephyra.core.ports import EffectAdapter, Runner
+from ephyra.runner import LocalRunner, SandboxRunner
 
 BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.RUN_TRIAGE: "intake.effects.TriageAdapter",
@@ -44,10 +47,19 @@ class Dependencies:
     """What the composition root can hand an adapter, by constructor parameter name."""
 
     data_dir: Path
+    # The runners a workspace's policy may name (``work.runner``): every command of every
+    # step goes through one of them.
+    runners: Mapping[str, Runner]
 
 
 def dependencies() -> Dependencies:
-    return Dependencies(data_dir=Path(settings.DATA_DIR))
+    sandbox = SandboxRunner(
+        bwrap=settings.EPHYRA_BWRAP, read_only_paths=tuple(settings.EPHYRA_SANDBOX_PATHS)
+    )
+    return Dependencies(
+        data_dir=Path(settings.DATA_DIR),
+        runners=MappingProxyType({"local": LocalRunner(), "sandbox": sandbox}),
+    )
 
 
 def build(path: str, deps: Dependencies) -> EffectAdapter:

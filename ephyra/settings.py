@@ -158,6 +158,11 @@ EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)
 EPHYRA_RETRY_SECONDS = env_int("EPHYRA_RETRY_SECONDS", 10, minimum=0)
 # Off only where no worker listens (the unit tests): workers also poll, so nothing is lost.
 EPHYRA_DOORBELL = env_bool("EPHYRA_DOORBELL", True)
+# The sandboxed runner (ephyra/runner/sandbox.py): the bubblewrap executable, and directories a
+# sandboxed command may read besides the system's own (a toolchain outside /usr, say), each
+# absolute; the data directory, /root and /home are never among them by default.
+EPHYRA_BWRAP = env_str("EPHYRA_BWRAP", "bwrap")
+EPHYRA_SANDBOX_PATHS = env_list("EPHYRA_SANDBOX_PATHS", [])
 # Job threads per worker process for long effects (agent steps: a test suite, a bisect), so the
 # loop keeps applying events and short effects meanwhile (worker/jobs.py).
 EPHYRA_JOBS = env_int("EPHYRA_JOBS", 2, minimum=1)
