@@ -425,8 +425,8 @@ def _execute(
     reports = workdir.worktree / REPORTS_DIR
     inside = reports / f"{name}.xml"
     if pytest:
-        reports.mkdir(exist_ok=True)
-        inside.unlink(missing_ok=True)
+        _remove(reports)  # never write through a link an earlier run may have left there
+        reports.mkdir()
         argv = (*argv, *report_arguments(inside))
     try:
         result = workdir.runner.run(
@@ -443,7 +443,9 @@ def _execute(
         if result.stopped:
             raise Stopped(f"asked to stop during {name}")
         report, problem = None, ""
-        if pytest:
+        if pytest and (inside.is_symlink() or reports.is_symlink()):
+            problem = "the run left a symbolic link where pytest's report goes; it is not read"
+        elif pytest:
             try:
                 report = read_report(inside, workdir.worktree)
             except ReportUnreadable as exc:
@@ -454,11 +456,18 @@ def _execute(
                 shutil.copyfile(inside, Path(result.output_path).with_suffix(".xml"))
     finally:
         if pytest:
-            shutil.rmtree(reports, ignore_errors=True)
+            _remove(reports)
     output = None
     if report is None:
         output = output_failure(_read_output(result), workdir.worktree, "")
     return _Attempt(name, shown, result, pytest, report, problem, output)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _read_output(result: RunResult) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import sysconfig
 
 import pytest
@@ -320,11 +319,6 @@ def test_the_narrow_command_drops_the_suites_paths_but_keeps_option_values(tmp_p
     assert narrow == (PYTHON, "-m", "pytest", "-c", "pytest.ini", "-x", "tests/test_b.py::test_y")
 
 
-def test_the_interpreter_the_tests_use_is_this_one():
-    # The projects' tests need pytest: the interpreter running these tests has it.
-    assert PYTEST[0] == sys.executable
-
-
 @needs_sandbox
 def test_a_sandboxed_suite_reports_through_the_worktree_and_reproduces(shop):
     # The sandbox sees the system's Python and, read-only, this one's packages (pytest).
@@ -338,3 +332,33 @@ def test_a_sandboxed_suite_reports_through_the_worktree_and_reproduces(shop):
     assert found.node_ids == ("tests/test_cart.py::test_total_of_an_empty_cart",)
     assert (workdir.artifacts / "reproduce-04-confirm.xml").is_file()
     assert found.run(workdir) is False
+
+
+def test_a_run_that_turns_the_report_directory_into_a_link_out_is_not_read_or_followed(tmp_path):
+    # The project's test replaces Ephyra's report directory with a link to a directory
+    # beside the worktree: nothing there is deleted, and no report is read through it.
+    tests = """\
+        import os
+        import shutil
+        from pathlib import Path
+
+        ROOT = Path(__file__).parents[1]
+
+
+        def test_moves_the_reports():
+            outside = ROOT.parent / "outside"
+            outside.mkdir(exist_ok=True)
+            (outside / "keep.txt").write_text("mine")
+            shutil.rmtree(ROOT / ".ephyra-reports")
+            os.symlink(outside, ROOT / ".ephyra-reports")
+        """
+    shop = Project.make(tmp_path, shop_files(**{"tests/test_cart.py": tests}))
+    workdir = shop.workdir()
+
+    found = reproduce(workdir, policy(), zero_division_signal(), head=shop.head)
+
+    assert isinstance(found, NotReproduced)
+    assert "left a symbolic link where pytest's report goes" in found.summary()
+    assert (workdir.worktree.parent / "outside" / "keep.txt").read_text() == "mine"
+    assert not (workdir.worktree / REPORTS_DIR).exists()
+    assert not list(workdir.artifacts.glob("*.xml"))
