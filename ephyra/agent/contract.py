@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -138,7 +138,7 @@ def run_agent(
     prompt: Prompt,
     *,
     base: str,
-    protected: list[str],
+    protected: Sequence[str],
     name: str = "agent",
     environ: Mapping[str, str] | None = None,
 ) -> AgentResult:
@@ -283,7 +283,7 @@ class _Judge:
         self.lines = _count_lines(tree, base)
         self.diff_text = git(tree, "diff", "--cached", base) if self.changes else ""
 
-    def refusal(self, protected: list[str], max_lines: int) -> Refusal | None:
+    def refusal(self, protected: Sequence[str], max_lines: int) -> Refusal | None:
         escaped = self.escaped + _escapes(self.tree, self.changes)
         if escaped:
             return Refusal(
@@ -391,7 +391,7 @@ def _inside(directory: PurePosixPath, target: str) -> bool:
     return True
 
 
-def _protected(path: str, protected: list[str]) -> bool:
+def _protected(path: str, protected: Sequence[str]) -> bool:
     for entry in protected:
         wanted = entry.split("::", 1)[0].strip().removeprefix("./").rstrip("/")
         if wanted and (path == wanted or path.startswith(f"{wanted}/")):

@@ -7,7 +7,8 @@ import sysconfig
 
 import pytest
 
-from ephyra.agent.inputs import Stopped
+from ephyra.agent.inputs import Stopped, Workdir
+from ephyra.agent.locate import bisect
 from ephyra.agent.reproduce import (
     REPORTS_DIR,
     NotReproduced,
@@ -17,8 +18,9 @@ from ephyra.agent.reproduce import (
 )
 from ephyra.core.events import EVIDENCE_LIMIT, ReproductionFailed, ReproductionRecorded
 from ephyra.policy.work import WorkLimits, WorkPolicy
-from ephyra.runner import SandboxRunner
+from ephyra.runner import LocalRunner, SandboxRunner, prepare_worktree
 from tests.agent.projects import PYTEST, PYTHON, Project, git, shop_files, zero_division_signal
+from tests.agent.repos import NODE_ID, shop_history
 from tests.runner.conftest import needs_sandbox
 
 FIXED_CART = shop_files()["shop/cart.py"].replace(
@@ -362,3 +364,28 @@ def test_a_run_that_turns_the_report_directory_into_a_link_out_is_not_read_or_fo
     assert (workdir.worktree.parent / "outside" / "keep.txt").read_text() == "mine"
     assert not (workdir.worktree / REPORTS_DIR).exists()
     assert not list(workdir.artifacts.glob("*.xml"))
+
+
+def test_the_reproduction_drives_bisect_to_the_commit_that_broke_the_function(tmp_path):
+    # The join with locating: the shop of tests/agent/repos.py, reproduced at its head from
+    # its production signal, then bisected with the reproduction rebuilt from its evidence.
+    shop = shop_history(tmp_path / "shop", commits=24, culprit=15)
+    mirror = shop.mirror(tmp_path / "mirror.git")
+    worktree = prepare_worktree(mirror, tmp_path / "data" / "worktrees", "q-1", 1, shop.head)
+    (tmp_path / "artifacts").mkdir()
+    workdir = Workdir(worktree.path, tmp_path / "artifacts", LocalRunner(), {}, lambda: False)
+    work = WorkPolicy(setup=[[PYTHON, "tools/setup.py"]], test=PYTEST)
+
+    found = reproduce(workdir, work, shop.signal(), head=shop.head)
+    location = bisect(
+        workdir,
+        work,
+        Reproduction.from_evidence(found.to_evidence()),
+        good=shop.main[0],
+        bad=shop.head,
+    )
+
+    assert found.node_ids == (NODE_ID,)
+    assert found.failure.exception_type == "KeyError"
+    assert location.culprit is not None
+    assert location.culprit.sha == shop.culprit
