@@ -293,3 +293,15 @@ def test_a_stop_request_between_runs_stops_the_bisect_and_restores_the_branch(tm
 
     assert [p.name for p in workdir.artifacts.glob("bisect-*-reproduce.json")] == [first.name]
     assert head_ref(workdir.worktree) == "refs/heads/ephyra/q-1/r1"
+
+
+def test_the_benchmark_finds_the_injected_culprit_within_the_bound_at_a_small_size():
+    from benchmarks import locate as bench
+
+    report = bench.run([24], 0.0, echo=False)
+
+    assert report.failures == []
+    steps = [row.step for row in report.rows]
+    assert steps == ["generate", "research", "reproduction", "known good", "bisect"]
+    assert "culprit found: True" in report.rows[-1].note
+    assert "| 24 | bisect |" in report.text
