@@ -305,3 +305,21 @@ def test_the_benchmark_finds_the_injected_culprit_within_the_bound_at_a_small_si
     assert steps == ["generate", "research", "reproduction", "known good", "bisect"]
     assert "culprit found: True" in report.rows[-1].note
     assert "| 24 | bisect |" in report.text
+
+
+def test_a_walk_back_through_commits_whose_setup_fails_says_why_each_was_skipped(tmp_path):
+    shop = shop_history(tmp_path / "shop", commits=24, culprit=15, setup_fails=(22, 23))
+    workdir = workdir_for(shop, tmp_path)
+
+    found = known_good(
+        workdir,
+        shop_policy(walk_back=2),
+        node_reproduction(shop),
+        head=shop.head,
+        deployed_before=None,
+    )
+
+    assert found.commit is None
+    assert [t.verdict for t in found.tested] == ["skip", "skip"]
+    assert f"  {shop.main[22][:12]} skipped: the setup failed: the setup command" in found.summary()
+    assert "No matching distribution found for no-such-package" in found.summary()
