@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/triage.py
 	$(BIN)/python benchmarks/effects.py
 	$(BIN)/python benchmarks/inbox.py
+	$(BIN)/python benchmarks/locate.py
 	$(BIN)/python benchmarks/faults.py --runs 20
 
 # A thousand seeded runs of worker processes killed at every point of delivery (long).

@@ -223,6 +223,12 @@ class KnownGood:
             + "."
         )
         lines.extend(self.notes)
+        # why a commit could not say: a setup that fails everywhere is the answer to give
+        lines.extend(
+            f"  {t.commit[:12]} skipped: {t.reason}"
+            for t in self.tested[:10]
+            if t.verdict == "skip"
+        )
         return "\n".join(lines)[:4000]
 
     def to_evidence(self) -> dict[str, Any]:

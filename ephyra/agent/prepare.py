@@ -32,6 +32,7 @@ from ephyra.policy.work import WorkPolicy
 from ephyra.redaction.redact import redact
 
 MARKER = "ephyra-setup.json"
+BRANCH = "ephyra-branch"
 _MAX_PRODUCTS = 200
 
 
@@ -74,8 +75,8 @@ def prepare(
 ) -> PrepareResult:
     """Check ``commit`` out in the worktree and run the setup if its inputs changed.
 
-    When the worktree is on its branch and the branch is at ``commit``, it stays on the
-    branch; otherwise the commit is checked out detached and the branch does not move (the
+    When the worktree's branch is at ``commit``, the worktree is put on the branch;
+    otherwise the commit is checked out detached and the branch does not move (the
     caller returns to it: see ``locate.on_commits``). Changes to tracked files are discarded
     (a test run may have left some); files Git does not track stay, the setup's among them.
     The setup commands run through the runner, named ``<name>-setup`` (``<name>-setup-<i>``
@@ -131,9 +132,19 @@ def prepare(
 
 
 def checkout(worktree: Path, sha: str) -> None:
-    """Put the worktree at ``sha``: on its branch when the branch is there, else detached."""
+    """Put the worktree at ``sha``: on its branch when the branch is there, else detached.
+    The branch is the one the worktree is on, or was on before ``prepare`` detached it (kept
+    in its Git directory, ``ephyra-branch``)."""
     where = head_ref(worktree)
-    if where.startswith("refs/heads/") and git(worktree, "rev-parse", where) == sha:
+    remembered = git_dir(worktree) / BRANCH
+    if where.startswith("refs/heads/"):
+        remembered.write_text(where)
+    else:
+        try:
+            where = remembered.read_text().strip()
+        except OSError:
+            where = ""
+    if where.startswith("refs/heads/") and resolve(worktree, where) == sha:
         git(worktree, "checkout", "--force", "--quiet", where.removeprefix("refs/heads/"))
     else:
         git(worktree, "checkout", "--force", "--quiet", "--detach", sha)

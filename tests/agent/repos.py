@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ephyra.agent.inputs import Frame, SignalFacts
+from ephyra.agent.inputs import Frame, SignalFacts, Workdir
+from ephyra.agent.locate import ExitStatusReproduction
+from ephyra.policy.work import WorkPolicy
+from ephyra.runner import LocalRunner, prepare_worktree
 
 AUTHORS = (
     "Ada Lovelace <ada@example.com>",
@@ -277,6 +281,13 @@ def shop_history(
     def cart() -> str:
         return CART_HEAD + body + CART_TAIL + "".join(extras)
 
+    def requirements_change(n: int) -> dict[str, str | None]:
+        if n in setup_fails:
+            return {"requirements.txt": "\n".join([*requirements, "no-such-package"]) + "\n"}
+        if n - 1 in setup_fails:
+            return {"requirements.txt": "\n".join(requirements) + "\n"}
+        return {}
+
     for n in range(1, commits + 1):
         if n == 1:
             files = {
@@ -303,25 +314,29 @@ def shop_history(
             message = "Read the quantity of each line directly"
             if culprit_merged:
                 h.branch("feature/quantity", first_parent[-1])
-                tidy = {"README.md": f"# shop\n\nrev {n}\n"}
-                h.commit("Tidy the README", tidy, branch="feature/quantity")
+                tidy = {"docs/quantity.md": "Each line has a quantity.\n"}
+                h.commit("Document quantities", tidy, branch="feature/quantity")
                 breaking_mark = h.commit(
                     message,
-                    {"shop/cart.py": cart()},
+                    {"shop/cart.py": cart(), **requirements_change(n)},
                     branch="feature/quantity",
                     author=CULPRIT_AUTHOR,
                 )
                 # fast-import takes a merge's tree from its file commands: the branch's files
                 culprit_mark = h.commit(
                     "Merge branch 'feature/quantity'",
-                    {**tidy, "shop/cart.py": cart()},
+                    {**tidy, "shop/cart.py": cart(), **requirements_change(n)},
                     merge=breaking_mark,
                 )
             else:
                 culprit_mark = breaking_mark = h.commit(
-                    message, {"shop/cart.py": cart()}, author=CULPRIT_AUTHOR
+                    message,
+                    {"shop/cart.py": cart(), **requirements_change(n)},
+                    author=CULPRIT_AUTHOR,
                 )
             first_parent.append(culprit_mark)
+            if n in setup_fails:
+                failing.append(culprit_mark)
             continue
         files = _filler(n, requirements, extras)
         if "shop/cart.py" in files:
@@ -329,10 +344,7 @@ def shop_history(
         if conflict and n == culprit + 1:
             body = CONFLICTING_BODY
             files = {"shop/cart.py": cart()}
-        if n in setup_fails:
-            files["requirements.txt"] = "\n".join([*requirements, "no-such-package"]) + "\n"
-        elif n - 1 in setup_fails:
-            files["requirements.txt"] = "\n".join(requirements) + "\n"
+        files.update(requirements_change(n))
         if merges and n % 4 == 0 and n not in setup_fails and n - 1 not in setup_fails:
             branch = f"feature/{n}"
             h.branch(branch, first_parent[-1])
@@ -373,6 +385,8 @@ def _filler(n: int, requirements: list[str], extras: list[str]) -> dict[str, str
         }
     if kind == 3:
         extras.append(f"\n\ndef count_{n}(lines):\n    return len(lines) + {n} - {n}\n")
+        if len(extras) > 12:  # the file stays small however long the history
+            del extras[0]
         return {"shop/cart.py": ""}  # the caller writes the cart with the new helper
     if n % 20 == 4 and len(requirements) < 4:
         requirements.append(("click", "requests", "rich")[len(requirements) - 1])
@@ -388,3 +402,43 @@ def _subject(n: int, files: dict[str, str | None]) -> str:
 def python() -> str:
     """The Python that runs the shop's tests: this one (it has pytest)."""
     return sys.executable
+
+
+# --- Working on a shop --------------------------------------------------------------------
+
+
+def shop_policy(**changes: object) -> WorkPolicy:
+    """The shop's work policy: the setup script, pytest, this Python."""
+    base: dict[str, object] = {
+        "setup": [[python(), "tools/setup.py"]],
+        "test": [python(), "-m", "pytest", "-q"],
+    }
+    return WorkPolicy.model_validate({**base, **changes})
+
+
+def node_reproduction(shop: Shop) -> ExitStatusReproduction:
+    """The shop's failing test as a reproduction: its node id run alone."""
+    return ExitStatusReproduction((python(), "-m", "pytest", "-q", shop.node_id))
+
+
+def workdir_for(
+    shop: Shop,
+    tmp_path: Path,
+    *,
+    depth: int | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    quest: str = "q-1",
+) -> Workdir:
+    """The quest's worktree of a mirror of the shop (``depth``: shallow), at the head, with
+    the local runner."""
+    mirror = tmp_path / "mirror.git"
+    if not mirror.exists():
+        shop.mirror(mirror, depth=depth)
+    made = prepare_worktree(mirror, tmp_path / "worktrees", quest, 1, shop.head)
+    return Workdir(
+        worktree=made.path,
+        artifacts=tmp_path / "artifacts" / quest,
+        runner=LocalRunner(),
+        env={},
+        should_stop=should_stop,
+    )
