@@ -12,7 +12,8 @@ line talks to the remote, with git's own credential helper or a credentials file
 - ``NoAnswer`` is raised when the remote gave no answer; its ``sent`` says whether a push had
   started (then whether it landed is unknown, and ``landed_on`` settles it).
 
-Pure of Django: the standard library, pygit2, the git CLI and ``ephyra.core``. The Django
+Pure of Django: the standard library, pygit2 and the git CLI, nothing else of the project
+(the import-linter contract allows ``ephyra.core`` and ``ephyra.policy``). The Django
 adapters that feed the outcomes back as quest events are in the ``landing`` app;
 ``docs/work.md`` ("Landing", "Rollback") describes it for operators.
 """
