@@ -94,7 +94,9 @@ def _event(cls: type[ev.BaseEvent], request: EffectRequest, **fields: Any) -> ev
     )
 
 
-def _failed(cls: type[ev.BaseEvent], request: EffectRequest, reason: str, detail: str, files=()):
+def _failed(
+    cls: type[ev.BaseEvent], request: EffectRequest, reason: str, detail: str, files=()
+) -> EffectResult:
     detail = redact(detail)[:_TEXT]
     event = _event(cls, request, reason=reason, detail=detail, files=tuple(files))
     return EffectResult("failed", {"reason": reason, "detail": detail}, (event,))
