@@ -4,9 +4,10 @@ place that picks.
 Effect adapters come from the built-in table below, overridden (or switched off, with an empty
 path) by ``EPHYRA_EFFECT_ADAPTERS="type=dotted.path,…"``. An adapter class declares what it
 needs as keyword parameters of its constructor, named after the fields of ``Dependencies``
-(``data_dir``, …); this module builds each one with exactly those, so an adapter that needs the
-data directory, a runner or a credential gets it from here and never reads settings itself. A
-parameter that names nothing known stops the worker at start with the adapter's name.
+(``data_dir``, ``git_credentials_file``); this module builds each one with exactly those, so
+an adapter that needs the data directory, a runner or a credential gets it from here and never
+reads settings itself. A parameter that names nothing known stops the worker at start with the
+adapter's name.
 
 An effect type with no adapter stays pending in the ledger until one is configured:
 ``manage.py ledger status`` and the worker's log at start name those types and count what waits.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -39,6 +41,9 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.DELIVER_CHILD_EVIDENCE: "quests.effects.DeliverChildEvidenceAdapter",
     EffectType.RESUME_DEPENDENTS: "quests.effects.ResumeDependentsAdapter",
     EffectType.STOP_AGENT: "worker.jobs.StopAgentAdapter",
+    EffectType.LAND: "landing.adapters.LandAdapter",
+    EffectType.REBASE: "landing.adapters.RebaseAdapter",
+    EffectType.ROLLBACK: "landing.adapters.RollbackAdapter",
 }
 
 
@@ -50,15 +55,24 @@ class Dependencies:
     # The runners a workspace's policy may name (``work.runner``): every command of every
     # step goes through one of them.
     runners: Mapping[str, Runner]
+    # A git-credentials file for pushing to remotes (EPHYRA_GIT_CREDENTIALS_FILE), or None
+    # for git's own credential helper.
+    git_credentials_file: Path | None = None
 
 
 def dependencies() -> Dependencies:
+    credentials = settings.EPHYRA_GIT_CREDENTIALS_FILE
+    if credentials is not None and not (credentials.is_file() and os.access(credentials, os.R_OK)):
+        raise ImproperlyConfigured(
+            f"EPHYRA_GIT_CREDENTIALS_FILE: {credentials} is not a file this worker can read"
+        )
     sandbox = SandboxRunner(
         bwrap=settings.EPHYRA_BWRAP, read_only_paths=tuple(settings.EPHYRA_SANDBOX_PATHS)
     )
     return Dependencies(
         data_dir=Path(settings.DATA_DIR),
         runners=MappingProxyType({"local": LocalRunner(), "sandbox": sandbox}),
+        git_credentials_file=credentials,
     )
 
 

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "ledger",
     "quests",
     "intake",
+    "landing",
     "worker",
     "inbox",
 ]
@@ -168,6 +169,11 @@ EPHYRA_SANDBOX_PATHS = env_list("EPHYRA_SANDBOX_PATHS", [])
 EPHYRA_JOBS = env_int("EPHYRA_JOBS", 2, minimum=1)
 # How long a person's action waits for the worker's answer before the page says "queued".
 EPHYRA_ACTION_WAIT_MS = env_int("EPHYRA_ACTION_WAIT_MS", 3000, minimum=0)
+# A git-credentials file ("https://user:token@host" lines) for pushing to workspaces' remotes
+# (landing, rollback): read by git's credential-store for `get` only, never written. Unset,
+# git's own credential helper (or SSH agent and keys) of the worker's user answers.
+_credentials = env_str("EPHYRA_GIT_CREDENTIALS_FILE", "").strip()
+EPHYRA_GIT_CREDENTIALS_FILE = Path(_credentials).expanduser().resolve() if _credentials else None
 # Fault injection for the crash tests and `make soak` (worker/faults.py): "<seed>:<one-in-N>
 # [:<point>,…]" makes a worker kill itself at named points of delivery. Empty in production.
 EPHYRA_FAULTS = env_str("EPHYRA_FAULTS", "")

@@ -148,14 +148,19 @@ class PatchRecorded(BaseEvent):
     evidence: Evidence = {}
 
 
+# Why a step or a write could not be done, as one word a person and a filter can read.
+Reason = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+$")]
+Files = tuple[Annotated[str, Field(min_length=1, max_length=1000)], ...]
+
+
 class PatchFailed(BaseEvent):
     """No patch could be written (a revert that conflicts and no agent to resolve it, an
     agent whose diff was refused): the quest parks for a person with ``reason``."""
 
     type: Literal["patch_failed"] = "patch_failed"
-    reason: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+$")]
+    reason: Reason
     detail: Text = ""
-    files: tuple[Annotated[str, Field(min_length=1, max_length=1000)], ...] = ()
+    files: Files = ()
     evidence: Evidence = {}
 
 
@@ -183,6 +188,17 @@ class BaseMoved(BaseEvent):
 class Landed(BaseEvent):
     type: Literal["landed"] = "landed"
     commit: Sha
+
+
+class LandingFailed(BaseEvent):
+    """The reviewed commit cannot be landed as the policy allows (it does not fast-forward and
+    no other style is allowed, a merge conflicts, the remote refused the push): nothing was
+    written, and the quest parks for a person with ``reason``."""
+
+    type: Literal["landing_failed"] = "landing_failed"
+    reason: Reason
+    detail: Text = ""
+    files: Files = ()
 
 
 class DeploymentObserved(BaseEvent):
@@ -224,6 +240,17 @@ class RegressionObserved(BaseEvent):
 class RollbackConfirmed(BaseEvent):
     type: Literal["rollback_confirmed"] = "rollback_confirmed"
     commit: Sha | None = None
+
+
+class RollbackFailed(BaseEvent):
+    """The landed commit cannot be reverted on the base (the revert conflicts with what
+    landed since, the remote refused the push): nothing was written, and the quest parks for a
+    person with ``reason``."""
+
+    type: Literal["rollback_failed"] = "rollback_failed"
+    reason: Reason
+    detail: Text = ""
+    files: Files = ()
 
 
 class RegressionReopened(BaseEvent):
@@ -319,11 +346,13 @@ Event = Annotated[
     | ProbesRequested
     | BaseMoved
     | Landed
+    | LandingFailed
     | DeploymentObserved
     | ChecksReported
     | WatchClean
     | RegressionObserved
     | RollbackConfirmed
+    | RollbackFailed
     | RegressionReopened
     | SignalMerged
     | Paused

@@ -13,6 +13,7 @@ from typing import Any
 
 from ephyra.core import events as ev
 from ephyra.core.effects import EffectType
+from ephyra.core.failures import landing_failed, patch_failed, rollback_failed
 from ephyra.core.forge_reports import (
     Outcome,
     Spec,
@@ -57,8 +58,10 @@ def _agent(step: str, q: Quest, **extra: Any) -> Spec:
 
 
 def _work_for(state: State, q: Quest, policy: MachinePolicy) -> list[Spec]:
-    """What re-entering ``state`` after a pause asks for. Writes already requested (land,
-    rollback) are not asked again: their outcome is still awaited through the ledger."""
+    """What re-entering ``state`` after a pause asks for. A land already requested is not
+    asked again: its outcome is still awaited through the ledger. A rollback is: production
+    still carries the regression, a pending rollback was superseded by the pause, and the
+    rollback adapter confirms a revert already on the base instead of reverting twice."""
     if state is S.SENSED:
         return [(E.RUN_TRIAGE, {"fingerprint": q.fingerprint})]
     if state is S.TRIAGED:
@@ -75,6 +78,8 @@ def _work_for(state: State, q: Quest, policy: MachinePolicy) -> list[Spec]:
         return [_checkpoint_request(STATE_CHECKPOINT[state], policy)]
     if state is S.WATCHING:
         return [start_watch(q, policy)] if watch_started(q, policy) else []
+    if state is S.ROLLED_BACK:
+        return [(E.ROLLBACK, {"commit": q.landed_commit, "why": "asked again on resume"})]
     return []
 
 
@@ -162,15 +167,6 @@ def _patch_recorded(q: Quest, e: ev.PatchRecorded, p: MachinePolicy) -> Outcome:
     return (
         {"state": S.PROVING, "patch_head": e.head, "base": e.base, "approval_c": None},
         [(E.RUN_PROOF, {"head": e.head, "base": e.base, "revision": q.revision})],
-    )
-
-
-def _patch_failed(q: Quest, e: ev.PatchFailed, p: MachinePolicy) -> Outcome:
-    if q.state is not S.PATCHING:
-        return f"only a quest that is patching can fail to patch; the quest is {q.state}"
-    return (
-        {"state": S.PARKED, "resume_state": S.PATCHING, "park_reason": e.reason},
-        [(E.NOTIFY_INBOX, {"reason": e.reason, "detail": e.detail, "files": list(e.files)})],
     )
 
 
@@ -559,17 +555,19 @@ HANDLERS: dict[str, Handler] = {
     "reproduction_recorded": _reproduction_recorded,
     "reproduction_failed": _reproduction_failed,
     "patch_recorded": _patch_recorded,
-    "patch_failed": _patch_failed,
+    "patch_failed": patch_failed,
     "proof_completed": _proof_completed,
     "proof_failed": _proof_failed,
     "probes_requested": _probes_requested,
     "base_moved": _base_moved,
     "landed": _landed,
+    "landing_failed": landing_failed,
     "deployment_observed": deployment_observed,
     "checks_reported": checks_reported,
     "watch_clean": _watch_clean,
     "regression_observed": _regression_observed,
     "rollback_confirmed": _rollback_confirmed,
+    "rollback_failed": rollback_failed,
     "regression_reopened": _regression_reopened,
     "signal_merged": _signal_merged,
     "paused": _paused,

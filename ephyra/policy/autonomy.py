@@ -24,6 +24,7 @@ from pydantic import (
 
 from ephyra.core.rules import CheckpointMode, CheckpointRule, MachinePolicy, WatchStart
 from ephyra.core.states import Checkpoint, Severity
+from ephyra.policy.landing import LandingPolicy
 from ephyra.policy.work import AgentPolicy, WorkPolicy
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("default.yaml")
@@ -93,6 +94,7 @@ class AutonomyPolicy(_Strict):
     proof: ProofPolicy = ProofPolicy()
     triage: TriagePolicy = TriagePolicy()
     watch: WatchPolicy = WatchPolicy()
+    landing: LandingPolicy = LandingPolicy()
     work: WorkPolicy = WorkPolicy()
     agent: AgentPolicy | None = None
 

@@ -213,6 +213,7 @@ SAMPLE_FIELDS: dict[str, Callable[[str], dict[str, Any]]] = {
     "probes_requested": lambda q: {"probes": ["p1"]},
     "base_moved": lambda q: {"base": NEW_BASE},
     "landed": lambda q: {"commit": LANDED},
+    "landing_failed": lambda q: {"reason": "landing_refused", "detail": "hook declined"},
     "deployment_observed": lambda q: {
         "commit": DEPLOYED,
         "includes": LANDED,
@@ -222,6 +223,7 @@ SAMPLE_FIELDS: dict[str, Callable[[str], dict[str, Any]]] = {
     "watch_clean": lambda q: {},
     "regression_observed": lambda q: {},
     "rollback_confirmed": lambda q: {},
+    "rollback_failed": lambda q: {"reason": "rollback_conflict", "files": ["shop/cart.py"]},
     "regression_reopened": lambda q: {"signal": signal("s9")},
     "signal_merged": lambda q: {"signal": signal("s9")},
     "paused": lambda q: {},

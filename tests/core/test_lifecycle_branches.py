@@ -137,7 +137,8 @@ def test_a_confirmed_rollback_restarts_research_at_the_next_revision():
 # --- pause and resume from every active state --------------------------------------------------
 
 PAUSABLE = [s for s in ACTIVE_STATES if s is not S.PARKED]
-# What resuming asks for again (docs: "resumed"); writes already asked for are not repeated.
+# What resuming asks for again (docs: "resumed"); a land already asked for is not repeated, a
+# rollback is (its adapter confirms a revert already on the base instead of reverting twice).
 RESUME_WORK = {
     S.SENSED: ["run_triage"],
     S.TRIAGED: ["start_agent"],
@@ -150,7 +151,7 @@ RESUME_WORK = {
     S.READY: ["request_checkpoint"],
     S.LANDING: [],
     S.WATCHING: ["start_watch"],
-    S.ROLLED_BACK: [],
+    S.ROLLED_BACK: ["rollback"],
 }
 
 

@@ -114,10 +114,16 @@ def token(workspace) -> str:
 
 
 @pytest.fixture
-def worker(workspace):
+def worker(workspace, settings):
+    # These tests play the landing themselves (``advance`` submits ``landed``); their
+    # workspace has no remote to land on, so no landing adapter serves them.
+    off = {"land": "", "rebase": "", "rollback": ""}
+    settings.EPHYRA_EFFECT_ADAPTERS = {**settings.EPHYRA_EFFECT_ADAPTERS, **off}
+    effect_adapters.cache_clear()
     worker = Worker(owner="w-triage")
     yield worker
     worker.release()
+    effect_adapters.cache_clear()
 
 
 def use_policy(workspace, text: str) -> None:

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LandingConfig(AppConfig):
+    name = "landing"
+    verbose_name = "Landing on Git remotes"
