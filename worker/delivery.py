@@ -212,7 +212,12 @@ def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
         result = EffectResult("failed", {"error": str(exc)})
     except Exception as exc:  # the adapter's own failure: what happened outside is unknown
         log.warning("effect %s raised", op.key, exc_info=True)
-        return _after_exception(fence, op, f"{type(exc).__name__}: {exc}")
+        counts = _after_exception(fence, op, f"{type(exc).__name__}: {exc}")
+        if op.state == State.AMBIGUOUS:
+            # Reconciled at once where the adapter can look (did the push land?); a person
+            # settles what it cannot tell.
+            counts.add(check_ambiguous(fence, workspace, op))
+        return counts
     faults.reach("after_call")
     if not _record(fence, op, result.status, _result_outcome(result)):
         return counts

@@ -194,7 +194,10 @@ class LedgerMachine(RuleBasedStateMachine):
         elif behaviour == "refuse":
             self._move(i, S.FAILED)
         elif model.write:
-            self._move(i, S.AMBIGUOUS)  # seed: an ambiguous write is never retried blindly
+            # seed: an ambiguous write is never retried blindly; the adapter's check settles
+            # it at once where it can tell (found: succeeded; certainly absent: pending).
+            self._move(i, S.AMBIGUOUS)
+            self._checked(i)
         else:
             self._move(i, S.DEAD if model.attempts >= MAX_DELIVERIES else S.PENDING)
 
