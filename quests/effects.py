@@ -26,6 +26,20 @@ class NotifyInboxAdapter:
         return None
 
 
+class RequestCheckpointAdapter:
+    """``request_checkpoint``: a quest waits at A, B or C. The inbox lists it from the
+    projection (the quest's state says which checkpoint), so the request is recorded here and
+    answered there by a person. An advisory or shadow checkpoint waits for a person too until
+    a model evaluation is configured (none is built in): nothing decides in their place."""
+
+    def run(self, request: EffectRequest) -> EffectResult:
+        detail = {key: request.payload.get(key) for key in ("checkpoint", "mode", "blocking")}
+        return EffectResult("succeeded", {**detail, "waits_for": "a person"})
+
+    def check(self, request: EffectRequest) -> EffectResult | None:
+        return None
+
+
 class MergeSignalAdapter:
     """``merge_signal``: the engine already counted the signal on the quest and intake keeps
     the signal row; nothing outside Ephyra is told."""

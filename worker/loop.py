@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -36,6 +38,7 @@ from ledger.operations import claim, claim_batch, supersede
 from ledger.selectors import waiting_by_type
 from quests.models import Workspace
 from quests.repair import repair_workspace
+from work.cleanup import remove_ended_worktrees
 from worker import delivery
 from worker.delivery import Counts
 from worker.inbound import apply_group, inbound_groups
@@ -44,6 +47,7 @@ from worker.jobs import JOBS
 log = logging.getLogger(__name__)
 BATCH = 200
 CLAIM_BATCH = 100  # reads claimed together; a crash sends at most this many back to pending
+CLEANUP_SECONDS = 60  # how often a worker looks for worktrees of ended quests
 
 
 class Worker:
@@ -59,6 +63,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         # Operations whose job recorded an outcome, by workspace: the loop feeds their events.
         self._finished: dict[int, list[int]] = {}
+        self._cleaned: dict[int, float] = {}  # when ended quests' worktrees were last removed
 
     # --- running ---------------------------------------------------------------------------
 
@@ -190,6 +195,12 @@ class Worker:
         workspace = Workspace.objects.get(pk=fence.workspace_id)
         if merges_sweep(workspace, timezone.now()):
             self.wake.set()  # the carrying events are queued: apply them on the next pass
+        now = time.monotonic()
+        if now - self._cleaned.get(workspace.pk, float("-inf")) >= CLEANUP_SECONDS:
+            self._cleaned[workspace.pk] = now
+            gone = remove_ended_worktrees(Path(settings.DATA_DIR), workspace)
+            if gone:
+                log.info("%s: removed the worktrees of ended quests %s", workspace.slug, gone)
 
     def drain(self, fence: Fence) -> None:
         """Work the workspace's queue until it is empty (or the lease is gone)."""

@@ -119,22 +119,22 @@ def test_status_names_the_effect_types_no_adapter_serves_and_what_waits_on_them(
 
     settings.EPHYRA_EFFECT_ADAPTERS = {}
     effect_adapters.cache_clear()
-    drive(workspace, Story("q1"), "researching")  # asks for start_agent: no adapter by default
+    drive(workspace, Story("q1"), "proving")  # asks for run_proof: no adapter by default
     status = run("ledger", "status")
-    assert "  waiting for an adapter: start_agent=1" in status.splitlines()
-    assert "effect types without an adapter here: start_agent, run_proof, run_probes" in status
+    assert "  waiting for an adapter: run_proof=1" in status.splitlines()
+    assert "effect types without an adapter here: run_proof, run_probes, request_spend" in status
 
 
 def test_a_worker_says_at_start_which_effect_types_wait_without_an_adapter(workspace, caplog):
-    drive(workspace, Story("q1"), "researching")
+    drive(workspace, Story("q1"), "proving")
     with caplog.at_level("WARNING", logger="worker.loop"):
         Worker(owner="w1").step()
-    assert "shop: no adapter for start_agent; their operations wait (start_agent=1)" in (
+    assert "shop: no adapter for run_proof; their operations wait (run_proof=1)" in (
         caplog.text
     )
     lease = workspace.lease
     lease.refresh_from_db()
-    assert "run_triage" in lease.effect_types and "start_agent" not in lease.effect_types
+    assert "start_agent" in lease.effect_types and "run_proof" not in lease.effect_types
 
 
 def test_refused_submissions_are_listed_with_their_reasons(workspace):
@@ -158,12 +158,12 @@ def test_the_admins_operation_list_names_effect_types_the_serving_worker_cannot_
 ):
     from django.contrib.auth import get_user_model
 
-    drive(workspace, Story("q1"), "researching")  # asks for start_agent: no adapter by default
+    drive(workspace, Story("q1"), "proving")  # asks for run_proof: no adapter by default
     Worker(owner="w1").step()  # w1 serves shop now and said which types it serves
     get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
     client.login(username="root", password="pw-for-tests")
     page = client.get("/admin/ledger/operation/").content.decode()
     assert (
-        "Workspace shop: 1 pending start_agent operation waits: the worker serving it has no "
-        "adapter for start_agent"
+        "Workspace shop: 1 pending run_proof operation waits: the worker serving it has no "
+        "adapter for run_proof"
     ) in page

@@ -1,0 +1,218 @@
+"""A quest does the work on a real repository, through the worker: research, reproduction,
+the culprit located by bisect, and its revert on the revision's branch, stopping at A and B
+for a person. No model; real subprocesses through the runner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from ephyra.compose import effect_adapters
+from ephyra.core.events import SignalRef, SignalSensed
+from intake.models import IngestedSignal
+from ledger.inbound import submit_event
+from quests import actions
+from quests.actions import Seen
+from quests.models import Quest, Workspace
+from quests.policies import policy_version_add
+from quests.roles import Role, role_grant
+from quests.workspaces import workspace_create
+from tests.agent.repos import Shop, python, shop_history
+from tests.audit_tampering import erase_audit_log
+from tests.waiting import wait_until
+from worker.jobs import JOBS
+from worker.loop import Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+POLICY = """version: 1
+checkpoints: {{A: {{mode: blocking}}, B: {{mode: blocking}}, C: {{mode: blocking}}}}
+triage:
+  default: {{route: auto_fix, risk: low}}
+work:
+  runner: {runner}
+  setup: [[{python}, tools/setup.py]]
+  test: [{python}, -m, pytest, -q]
+"""
+
+
+def shop_workspace(tmp_path, settings, *, conflict: bool = False, runner: str = "local"):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.EPHYRA_POLL_MS = 20
+    settings.EPHYRA_ACTION_WAIT_MS = 0
+    shop = shop_history(tmp_path / "shop", conflict=conflict)
+    workspace = workspace_create("shop", str(shop.path), base_branch="main")
+    version = policy_version_add(
+        workspace, POLICY.format(python=python(), runner=runner), reviewed_by="setup"
+    )
+    Workspace.objects.filter(pk=workspace.pk).update(policy=version)
+    effect_adapters.cache_clear()
+    return shop, Workspace.objects.get(pk=workspace.pk)
+
+
+def production_error(workspace: Workspace, shop: Shop, quest_id: str = "q-cart") -> None:
+    """The error as intake stores it, and the signal that opens the quest."""
+    facts = shop.signal()
+    now = datetime.now(UTC)
+    IngestedSignal.objects.create(
+        workspace=workspace,
+        signal_id="sig-1",
+        quest_id=quest_id,
+        event=IngestedSignal.Event.SENSED,
+        source="log",
+        severity="error",
+        fingerprint=facts.fingerprint,
+        fingerprint_version=1,
+        title="KeyError: 'quantity'",
+        exception_type=facts.exception_type,
+        message=facts.message,
+        frames=[
+            {
+                "file": f.file,
+                "line": f.line,
+                "function": f.function,
+                "module": f.module,
+                "in_app": f.in_app,
+            }
+            for f in facts.frames
+        ],
+        received_at=now,
+    )
+    signal = SignalRef(id="sig-1", fingerprint=facts.fingerprint, title="KeyError: 'quantity'")
+    submit_event(
+        workspace, SignalSensed(id="sensed-1", quest=quest_id, at=now, signal=signal), source="t"
+    )
+
+
+@pytest.fixture
+def worker():
+    running = Worker(owner="w-work")
+    running.start()
+    yield running
+    running.stop()
+    JOBS.wait()
+    effect_adapters.cache_clear()
+    erase_audit_log()
+
+
+def reached(state: str, seconds: float = 120) -> Quest:
+    assert wait_until(lambda: Quest.objects.filter(state=state).exists(), seconds), list(
+        Quest.objects.values_list("state", "park_reason")
+    )
+    return Quest.objects.get()
+
+
+def approve(quest: Quest, checkpoint: str) -> None:
+    ann = get_user_model().objects.filter(username="ann").first()
+    if ann is None:
+        ann = get_user_model().objects.create_user("ann", password="pw")
+        role_grant(ann, quest.workspace, Role.REVIEWER)
+    actions.checkpoint_decide(
+        ann,
+        quest,
+        checkpoint=checkpoint,
+        verdict="approve",
+        seen=Seen(quest.journal_head, quest.revision),
+        key=f"approve-{checkpoint}",
+    )
+
+
+def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, settings, worker):
+    shop, workspace = shop_workspace(tmp_path, settings)
+    production_error(workspace, shop)
+
+    quest = reached("hypothesised")
+    evidence = quest_event(quest, "hypothesis_written")["evidence"]
+    assert shop.culprit in json.dumps(evidence)  # a suspect already
+    approve(quest, "A")
+
+    quest = reached("planned")
+    recorded = quest_event(quest, "reproduction_recorded")
+    assert shop.node_id in recorded["probe"]
+    assert recorded["evidence"]["culprit"] == shop.culprit
+    assert recorded["plan"].startswith(f"revert {shop.culprit[:12]}")
+    approve(quest, "B")
+
+    quest = reached("proving")
+    head, base = quest.data["patch_head"], quest.data["base"]
+    assert base == shop.head
+    mirror = workspace.repository
+    branch = subprocess.run(
+        ["git", "--git-dir", mirror, "rev-parse", "refs/heads/ephyra/q-cart/r1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert branch == head
+    message = subprocess.run(
+        ["git", "--git-dir", mirror, "log", "-1", "--format=%B", head],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"This reverts commit {shop.culprit}" in message
+
+
+def test_a_revert_that_conflicts_parks_the_quest_with_the_files(tmp_path, settings, worker):
+    shop, workspace = shop_workspace(tmp_path, settings, conflict=True)
+    production_error(workspace, shop)
+    approve(reached("hypothesised"), "A")
+    approve(reached("planned"), "B")
+    quest = reached("parked")
+    assert quest.park_reason == "revert_conflict"
+    failed = quest_event(quest, "patch_failed")
+    assert "shop/cart.py" in failed["files"]
+
+
+def quest_event(quest: Quest, kind: str) -> dict:
+    from quests.workspaces import workspace_journal
+
+    history = workspace_journal(quest.workspace).history(quest.quest_id)
+    return next(e.event for e in reversed(history) if e.event.type == kind).model_dump(mode="json")
+
+
+def test_the_same_work_runs_in_the_sandbox(tmp_path, settings, worker):
+    import shutil
+    import sys
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is missing: apt-get install bubblewrap (CI installs it)")
+    # The sandbox shows the system and the worktree only: this test's Python lives elsewhere.
+    settings.EPHYRA_SANDBOX_PATHS = sorted({sys.prefix, sys.base_prefix})
+    shop, workspace = shop_workspace(tmp_path, settings, runner="sandbox")
+    production_error(workspace, shop)
+    approve(reached("hypothesised"), "A")
+    quest = reached("planned")
+    assert quest_event(quest, "reproduction_recorded")["evidence"]["culprit"] == shop.culprit
+    records = list((tmp_path / "data" / "artifacts").rglob("*.json"))
+    assert any(json.loads(r.read_text()).get("runner") == "sandbox" for r in records)
+    approve(quest, "B")
+    assert reached("proving").data["base"] == shop.head
+
+
+def test_a_killed_quests_worktree_is_removed_and_its_branch_kept(tmp_path, settings, worker):
+    shop, workspace = shop_workspace(tmp_path, settings)
+    production_error(workspace, shop)
+    quest = reached("hypothesised")
+    tree = tmp_path / "data" / "worktrees" / "shop" / "q-cart" / "r1"
+    assert tree.is_dir()
+    boss = get_user_model().objects.create_user("boss", password="pw")
+    role_grant(boss, workspace, Role.ADMIN)
+    actions.quest_kill(
+        boss, quest, reason="not ours", seen=Seen(quest.journal_head, quest.revision), key="k"
+    )
+    reached("abandoned")
+    worker._cleaned.clear()  # look now, not in a minute
+    worker.wake.set()
+    assert wait_until(lambda: not tree.exists(), 30)
+    branches = subprocess.run(
+        ["git", "--git-dir", workspace.repository, "branch", "--list", "ephyra/*"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "ephyra/q-cart/r1" in branches
