@@ -42,10 +42,15 @@ class Offer:
     recovery: bool  # written to the attempt ledger
 
     @property
+    def target(self) -> str:
+        """The target state as people read it: ``IN PROGRESS``."""
+        return self.to.replace("_", " ").upper()
+
+    @property
     def label(self) -> str:
         if self.kind == SUPERSEDE:
             return "Supersede with a new one"
-        return f"→ {self.to.replace('_', ' ').upper()}"
+        return f"→ {self.target}"
 
 
 def _probe(to: str, actor: str, role: Role, evidence: str, mission: Mission) -> TransitionRequest:

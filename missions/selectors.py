@@ -39,6 +39,11 @@ WP_COLUMNS = (
 )
 
 
+def state_label(state: str) -> str:
+    """A state as people read it: ``in_progress`` is ``IN PROGRESS``."""
+    return state.replace("_", " ").upper()
+
+
 def missions_page(user, *, workspace: str = "", state: str = "", page: Any = 1) -> Page:
     """One page of the missions ``user`` may read, newest first, each with ``wp_counts`` (WPs
     per state, in ``WP_COLUMNS`` order) and ``wp_total``: three queries (the person's
@@ -62,7 +67,9 @@ def missions_page(user, *, workspace: str = "", state: str = "", page: Any = 1) 
         rows = rows.filter(state=state)
     result = Paginator(rows, PAGE_SIZE).get_page(page)
     for row in result:
-        row.wp_counts = [(s.value, getattr(row, f"wp_{s.value}")) for s in WP_COLUMNS]
+        row.wp_counts = [
+            (s.value, state_label(s.value), getattr(row, f"wp_{s.value}")) for s in WP_COLUMNS
+        ]
     return result
 
 
@@ -121,7 +128,7 @@ class Card:
 class Board:
     mission: Mission
     value: Any  # the machine's Mission at the projection's head
-    columns: list[tuple[str, list[Card]]]
+    columns: list[tuple[str, str, list[Card]]]  # state, its label, its cards
     offers: list[Offer]  # the mission's own moves for this person
     supersede: Offer | None
     held: frozenset[Role]
@@ -160,7 +167,10 @@ def mission_board(user, mission: Mission, *, roles: dict | None = None) -> Board
         .defer("data")
         .order_by("number")
     )
-    columns = [(s.value, [c for c in cards.values() if c.wp.state == s.value]) for s in WP_COLUMNS]
+    columns = [
+        (s.value, state_label(s.value), [c for c in cards.values() if c.wp.state == s.value])
+        for s in WP_COLUMNS
+    ]
     return Board(
         mission=mission,
         value=value,

@@ -39,11 +39,11 @@ from missions.forms import (
 from missions.models import ROLE_CHOICES, Mission
 from missions.selectors import (
     BASE_KINDS,
-    WP_COLUMNS,
     mission_board,
     mission_for,
     mission_history,
     missions_page,
+    state_label,
 )
 from quests.actions import ActionError, Refused, Stale
 from quests.models import Workspace
@@ -72,7 +72,6 @@ def mission_list(request: HttpRequest) -> HttpResponse:
             "section": "missions",
             "form": form,
             "page": page,
-            "columns": [s.value for s in WP_COLUMNS],
             "workspaces": sorted(roles),
             "admin_of": sorted(s for s, held in roles.items() if WorkspaceRole.ADMIN in held),
             "form_key": uuid.uuid4().hex,
@@ -212,7 +211,7 @@ def _move(request: HttpRequest, slug: str, mission_id: str) -> HttpResponse:
         call = partial(services.mission_transition, request.user, mission, **common)
     else:
         call = partial(services.wp_transition, request.user, mission, subject, **common)
-    what = f"{subject} is {data['to'].upper()}."
+    what = f"{subject} is {state_label(data['to'])}."
     return _act(request, mission, call, what)
 
 
