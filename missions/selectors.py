@@ -14,7 +14,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q
 
-from ephyra.core.mission import FINAL_WP_STATES, MissionState, Role, WPState
+from ephyra.core.mission import FINAL_MISSION_STATES, FINAL_WP_STATES, MissionState, Role, WPState
 from journal.format import trailers
 from missions.journal import mission_from_dict, mission_journal
 from missions.models import Mission, MissionRole, WorkPackage
@@ -160,7 +160,9 @@ def mission_board(user, mission: Mission, *, roles: dict | None = None) -> Board
             carrier=carriers.get(wp.quest_id) if wp.quest_id else None,
             offers=wp_offers(value, wp.wp_id, held, actor),
             superseded_by=replaced.get(wp.wp_id, ""),
-            may_link=Role.LEAD in held and WPState(wp.state) not in FINAL_WP_STATES,
+            may_link=Role.LEAD in held
+            and WPState(wp.state) not in FINAL_WP_STATES
+            and value.state not in FINAL_MISSION_STATES,
         )
     later = list(
         Mission.objects.filter(workspace=workspace, supersedes=mission.mission_id)

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from ephyra.core.events import SignalRef, SignalSensed
 from ephyra.core.mission import (
+    FINAL_MISSION_STATES,
     FINAL_WP_STATES,
     MISSION_TRANSITIONS,
     SUPERSEDE_EVIDENCE,
@@ -363,6 +364,8 @@ def wp_link_quest(
         wp = snapshot.mission.work_packages.get(wp_id)
         if wp is None:
             raise Refused(f"state unclear: unknown work package '{wp_id}'; stop and ask a human")
+        if snapshot.mission.state in FINAL_MISSION_STATES:
+            raise Refused(f"the mission is {snapshot.mission.state.name}, which is final")
         if wp.state in FINAL_WP_STATES:
             raise Refused(f"{wp_id} is {wp.state.name}: the quest that carried it stays linked")
         carrier = quest_id or _open_quest(user, workspace, mission.mission_id, wp, request_id)

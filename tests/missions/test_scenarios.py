@@ -180,3 +180,30 @@ def test_an_abandoned_quest_is_evidence_and_a_failed_wp_is_superseded_by_a_linke
     assert offered(client, m, "wp2", kind="supersede") is None  # superseded once
     ledger = Mission.objects.get(mission_id=m).data["ledger"]
     assert ledger[-1]["reason"] == "superseded by work package 'wp4'"
+
+
+def test_a_failed_mission_is_never_revived_and_a_new_linked_one_takes_over_its_people(
+    client, people, workspace, planned
+):
+    m = planned
+    move(as_(client, people, "ada"), m, m, "failed", evidence="the vendor API is gone")
+    assert not [
+        f for f in forms_of(client.get(page_url(m)).content.decode()) if "/move" in f.action
+    ]
+    form = offered(client, m, m, kind="supersede")
+    answer = send(client, form, title="Checkout revamp, take two", evidence_kind="link",
+                  evidence_link="https://wiki.example.com/postmortem-7")  # fmt: skip
+    assert (answer.status_code, answer["X-Ephyra-Outcome"]) == (303, "applied")
+    assert answer["Location"] == "/missions/shop/m2/"
+
+    new = Mission.objects.get(mission_id="m2")
+    assert (new.state, new.supersedes, new.title) == ("created", m, "Checkout revamp, take two")
+    assert new.data["ledger"][0]["reason"] == "superseded by mission 'm2'"
+    assert Mission.objects.get(mission_id=m).state == "failed"  # untouched
+    old_page = client.get(page_url(m)).content.decode()
+    assert 'superseded by <a href="/missions/shop/m2/">m2</a>' in old_page
+    assert offered(client, m, m, kind="supersede") is None  # superseded once
+    new_page = as_(client, people, "mia").get(page_url("m2")).content.decode()
+    assert 'supersedes <a href="/missions/shop/m1/">m1</a>' in new_page
+    assert "<dt>Your roles</dt><dd>maker</dd>" in new_page.replace("\n", "")
+    assert replay_mission(mission_journal(workspace), "m2") is None
