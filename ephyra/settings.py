@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "quests",
     "intake",
     "landing",
+    "missions",
     "worker",
     "inbox",
 ]
@@ -181,6 +182,8 @@ EPHYRA_FAULTS = env_str("EPHYRA_FAULTS", "")
 # Forge webhooks (intake/): the largest body taken; larger ones are refused with 413.
 EPHYRA_WEBHOOK_MAX_BYTES = env_int("EPHYRA_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=1024)
 EPHYRA_OTLP_MAX_BYTES = env_int("EPHYRA_OTLP_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+# A file given as a mission's evidence (missions/evidence.py): larger ones are refused.
+EPHYRA_EVIDENCE_MAX_BYTES = env_int("EPHYRA_EVIDENCE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
 # OTLP throttling (intake/otlp/throttle.py): exports per ingest token per window, then 429 with
 # Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
 EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)

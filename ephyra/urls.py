@@ -6,6 +6,7 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("inbox.urls")),
     path("", include("quests.urls")),
+    path("missions/", include("missions.urls")),
     path("admin/", admin.site.urls),
     path("hooks/", include("intake.hooks.urls")),
     path("v1/", include("intake.otlp.urls")),

@@ -3,10 +3,15 @@
 A workspace no worker serves is repaired here, under its lease. A workspace a worker serves is
 repaired by that worker (the one writer): the command asks it, waits for its report and prints
 it, and fails if the worker does not answer in time.
+
+Apps above this one that keep projections of their own (missions) are repaired here too,
+through a ``repair_workspace(workspace)`` method of their app config, which returns a report
+with ``summary()`` (empty: nothing to say) and ``lines()``: this app may not import them.
 """
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -39,8 +44,14 @@ class Command(BaseCommand):
             workspaces = workspaces.filter(slug=options["workspace"])
             if not workspaces.exists():
                 raise CommandError(f"no workspace {options['workspace']!r}")
-        report, unanswered = RepairReport(), []
+        report, unanswered, more = RepairReport(), [], []
+        hooks = [
+            config.repair_workspace
+            for config in apps.get_app_configs()
+            if callable(getattr(config, "repair_workspace", None))
+        ]
         for workspace in workspaces:
+            more += [(workspace.slug, hook(workspace)) for hook in hooks]
             try:
                 with holding(workspace, "repair") as fence, transaction.atomic():
                     fence_check(fence)
@@ -68,5 +79,12 @@ class Command(BaseCommand):
             ):
                 for item in items:
                     self.stdout.write(f"  {label}: {item}")
+        for slug, extra in more:
+            if not extra.summary():
+                continue  # nothing of that app's in this workspace
+            self.stdout.write(f"{slug}: {extra.summary()}")
+            if options["list"]:
+                for line in extra.lines():
+                    self.stdout.write(line)
         if unanswered:
             raise CommandError("\n".join(unanswered), returncode=1)
