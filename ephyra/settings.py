@@ -154,6 +154,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The worker lease (ledger/lease.py) and the ledger's delivery limits (ledger/delivery.py).
 EPHYRA_LEASE_MS = env_int("EPHYRA_LEASE_MS", 30_000, minimum=100)
 EPHYRA_POLL_MS = env_int("EPHYRA_POLL_MS", 1_000, minimum=10)
+# How long one push or fetch of a journal remote may take (worker/replication.py).
+EPHYRA_JOURNAL_PUSH_TIMEOUT = env_int("EPHYRA_JOURNAL_PUSH_TIMEOUT", 60, minimum=1)
 # effect type -> dotted path of its adapter class, over ephyra/compose.py's built-in table.
 EPHYRA_EFFECT_ADAPTERS = env_mapping("EPHYRA_EFFECT_ADAPTERS")
 EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)

@@ -41,7 +41,7 @@ from intake.hooks.services import (
 from intake.models import Hook, WebhookDelivery
 from intake.otlp.models import IngestedSignal, IngestToken
 from intake.otlp.tokens import token_issue, token_revoke
-from ledger.models import InboundEvent, Operation
+from ledger.models import InboundEvent, JournalReplica, Operation
 from ledger.selectors import operation_counts
 from quests.models import PolicyProposal, Workspace
 from quests.roles import Role, allows, group_name, workspace_roles
@@ -59,7 +59,9 @@ def admin_workspace(request: HttpRequest, slug: str) -> Workspace:
     if not allows(roles[slug], "administer"):
         raise PermissionDenied(f"managing {slug} needs its admin role")
     # With what its health shows, so the workspace page reads it once.
-    workspace = Workspace.objects.filter(slug=slug).select_related("lease", "policy").first()
+    workspace = (
+        Workspace.objects.filter(slug=slug).select_related("lease", "policy", "replica").first()
+    )
     if workspace is None:
         raise Http404("no such workspace")
     return workspace
@@ -169,6 +171,7 @@ def _workspace_context(request: HttpRequest, workspace: Workspace, **extra) -> d
         "section": "workspaces",
         "workspace": workspace,
         "health": workspace_health([workspace])[workspace.slug],
+        "replica": _replica(workspace),
         "open_proposal": PolicyProposal.objects.filter(
             workspace=workspace, state=PolicyProposal.State.OPEN
         ).exists(),
@@ -181,6 +184,14 @@ def _workspace_context(request: HttpRequest, workspace: Workspace, **extra) -> d
         "otlp_endpoint": request.build_absolute_uri("/"),
         **extra,
     }
+
+
+def _replica(workspace: Workspace) -> JournalReplica | None:
+    """How far the journal remote is confirmed (read with the workspace), or None."""
+    try:
+        return workspace.replica
+    except JournalReplica.DoesNotExist:
+        return None
 
 
 def _fresh_key() -> str:

@@ -67,10 +67,13 @@ class FetchResult(NamedTuple):
     behind: list[str]  # the remote has more, but fast_forward=False
 
 
-def _git(journal: Journal, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _git(
+    journal: Journal, *args: str, timeout: float, options: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}  # no prompts; parseable
+    # ``options``: git's own ``-c`` options first (the credential helper of a credentials file).
     return subprocess.run(
-        ["git", "--git-dir", journal.path, *args],
+        ["git", *(options or []), "--git-dir", journal.path, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -84,11 +87,20 @@ def push(
     remote: str | os.PathLike[str],
     *,
     quests: list[str] | None = None,
+    refs: list[str] | None = None,
+    options: list[str] | None = None,
     timeout: float = 300.0,
 ) -> PushResult:
-    """Push the journals (all of ``refs/ephyra/*``, or only ``quests``) to ``remote``: a URL, a
-    path, or a configured remote name. Raises ``PushRejected`` naming every refused ref."""
-    if quests is None:
+    """Push the journals (all of ``refs/ephyra/*``, only ``quests``, or only the full ref names
+    ``refs``, each under ``refs/ephyra/``) to ``remote``: a URL, a path, or a configured remote
+    name. Raises ``PushRejected`` naming every refused ref."""
+    if refs is not None:
+        if any(not ref.startswith(JOURNAL_REFS) or ref.startswith("-") for ref in refs):
+            raise ValueError("only refs under refs/ephyra/ are pushed")
+        refspecs = [f"{ref}:{ref}" for ref in refs]
+        if not refspecs:
+            return PushResult([], [], [])
+    elif quests is None:
         if not any(name.startswith(JOURNAL_REFS) for name in journal.repo.references):
             return PushResult([], [], [])  # git fails on a glob that matches nothing
         refspecs = [f"{JOURNAL_REFS}*:{JOURNAL_REFS}*"]
@@ -96,7 +108,10 @@ def push(
         refspecs = [f"{REF_PREFIX}{q}:{REF_PREFIX}{q}" for q in quests]
         if not refspecs:
             return PushResult([], [], [])
-    done = _git(journal, "push", "--porcelain", os.fspath(remote), *refspecs, timeout=timeout)
+    done = _git(
+        journal, "push", "--porcelain", os.fspath(remote), *refspecs, timeout=timeout,
+        options=options,
+    )  # fmt: skip
     created: list[str] = []
     updated: list[str] = []
     unchanged: list[str] = []
@@ -131,6 +146,7 @@ def fetch(
     *,
     name: str = "origin",
     fast_forward: bool = True,
+    options: list[str] | None = None,
     timeout: float = 300.0,
 ) -> FetchResult:
     """Fetch the remote's journals to ``refs/ephyra-remote/<name>/`` and compare each quest.
@@ -142,7 +158,10 @@ def fetch(
         raise ValueError(f"remote name {name!r}: letters, digits, '.', '_' and '-' only")
     tracking = f"{TRACKING_PREFIX}{name}/"
     spec = f"+{JOURNAL_REFS}*:{tracking}*"
-    done = _git(journal, "fetch", "--no-tags", "--prune", os.fspath(remote), spec, timeout=timeout)
+    done = _git(
+        journal, "fetch", "--no-tags", "--prune", os.fspath(remote), spec, timeout=timeout,
+        options=options,
+    )  # fmt: skip
     if done.returncode != 0:
         raise JournalError(f"git fetch from {remote} failed: {done.stderr.strip()}")
     repo = journal.repo

@@ -101,6 +101,39 @@ class Lease(models.Model):
         return f"{self.workspace_id} gen {self.generation} ({self.owner or 'free'})"
 
 
+class JournalReplica(models.Model):
+    """How far a workspace's journal remote is confirmed: what the worker last pushed and
+    whether it worked. ``pushed`` maps each journal ref to the head the remote confirmed;
+    ``unconfirmed`` counts the transitions (commits) on this host's refs beyond it at the last
+    attempt, and ``unconfirmed_since`` is when the oldest of them was first seen unpushed, so a
+    push that keeps failing is a growing lag, not a silent one. ``blocked`` is set while a
+    worker refuses the workspace because the journal it fetched is behind the database."""
+
+    workspace = models.OneToOneField(
+        "quests.Workspace", on_delete=models.CASCADE, primary_key=True, related_name="replica"
+    )
+    remote = models.CharField(max_length=1000, blank=True)
+    pushed = models.JSONField(default=dict, blank=True)
+    unconfirmed = models.PositiveIntegerField(default=0)
+    unconfirmed_since = models.DateTimeField(null=True, blank=True)
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    failures = models.PositiveIntegerField(default=0)  # consecutive failed pushes
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    blocked = models.TextField(blank=True)
+    blocked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}: {self.unconfirmed} unconfirmed"
+
+    def lag_seconds(self, now) -> float:
+        """Seconds since the oldest unconfirmed transition was first seen (0 when none)."""
+        if not self.unconfirmed or self.unconfirmed_since is None:
+            return 0.0
+        return max(0.0, (now - self.unconfirmed_since).total_seconds())
+
+
 class InboundEvent(models.Model):
     """An event waiting for the workspace's worker: web requests, webhooks and commands in
     other processes enqueue here, and only the lease holder changes quests."""

@@ -4,6 +4,8 @@ The projection is what pages and lists read; the truth of a quest is its Git jou
 ``python manage.py repair`` rebuilds these rows from it.
 """
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -22,14 +24,46 @@ WAITING_STATES = (
 SEVERITY_CHOICES = [(s.value, s.value) for s in Severity]
 
 
+class DataPathField(models.CharField):
+    """A path that is kept relative to the data directory when it lies inside it, and read
+    back against this process's data directory: two hosts with their own disks (and their
+    own ``EPHYRA_DATA_DIR``) each find the workspace's mirror on their own disk. A path
+    outside the data directory is kept as it is."""
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        if value and Path(value).is_absolute():
+            try:
+                return str(Path(value).relative_to(Path(settings.DATA_DIR)))
+            except ValueError:
+                return value
+        return value
+
+    def from_db_value(self, value, expression, connection):
+        if value and not Path(value).is_absolute():
+            return str(Path(settings.DATA_DIR) / value)
+        return value
+
+
 class Workspace(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
-    repository = models.CharField(
-        max_length=1000, help_text="Path of the repository mirror that holds the journals."
+    repository = DataPathField(
+        max_length=1000,
+        help_text="Path of the repository mirror that holds the journals (relative to the "
+        "data directory when inside it).",
     )
     base_branch = models.CharField(max_length=200, default="main")
     remote = models.CharField(max_length=1000, blank=True, help_text="Where journals are pushed.")
+    # Where the worker pushes the journals after each group of transitions, and fetches them
+    # from when it takes the workspace over: a path or URL, without credentials (git's helper
+    # or EPHYRA_GIT_CREDENTIALS_FILE supplies them). Blank: the journals stay on this disk.
+    journal_remote = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="Path or URL the worker pushes the journals to after every group of "
+        "transitions and fetches them from on taking over; no credentials.",
+    )
     policy = models.ForeignKey(
         "PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

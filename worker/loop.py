@@ -43,11 +43,13 @@ from worker import delivery
 from worker.delivery import Counts
 from worker.inbound import apply_group, inbound_groups
 from worker.jobs import JOBS
+from worker.replication import JournalBehind, Replicator
 
 log = logging.getLogger(__name__)
 BATCH = 200
 CLAIM_BATCH = 100  # reads claimed together; a crash sends at most this many back to pending
 CLEANUP_SECONDS = 60  # how often a worker looks for worktrees of ended quests
+REFUSED_SECONDS = 30  # how long a workspace whose journal is behind is left before trying again
 
 
 class Worker:
@@ -64,6 +66,8 @@ class Worker:
         # Operations whose job recorded an outcome, by workspace: the loop feeds their events.
         self._finished: dict[int, list[int]] = {}
         self._cleaned: dict[int, float] = {}  # when ended quests' worktrees were last removed
+        self.replicator = Replicator()  # pushes the journals to each workspace's journal remote
+        self._behind: dict[int, float] = {}  # workspace id -> when to try it again
 
     # --- running ---------------------------------------------------------------------------
 
@@ -134,6 +138,8 @@ class Worker:
         for workspace in workspaces:
             if workspace.pk in self.fences:
                 continue
+            if time.monotonic() < self._behind.get(workspace.pk, 0.0):
+                continue
             fence = lease_acquire(workspace.pk, self.owner)
             if fence is None:
                 continue
@@ -144,10 +150,18 @@ class Worker:
                 self.started(fence, workspace)
             except LeaseLost:
                 self._refused(workspace.pk)
+            except JournalBehind:
+                # Refused: a host with the whole journal may take it; this one tries later.
+                self._behind[workspace.pk] = time.monotonic() + REFUSED_SECONDS
+                with self._lock:
+                    self.fences.pop(workspace.pk, None)
+                lease_release(fence)
 
     def started(self, fence: Fence, workspace: Workspace) -> None:
-        """Say which effect types this worker serves, repair from the journals, then settle
-        what the previous owner left."""
+        """Fetch the journals from the journal remote and check them against the database
+        (``JournalBehind`` when they lack what it shows), say which effect types this worker
+        serves, repair from the journals, then settle what the previous owner left."""
+        self.replicator.take_over(fence, workspace)
         served = sorted(str(t) for t in effect_adapters())
         with transaction.atomic():
             fence_check(fence)
@@ -184,8 +198,9 @@ class Worker:
             held = list(self.fences.items())
         for workspace_id, fence in held:
             try:
-                self.drain(fence)
+                moved = self.drain(fence)
                 self.sweep(fence)
+                self.replicate(fence, moved=bool(moved))
             except LeaseLost:
                 self._refused(workspace_id)
 
@@ -202,9 +217,19 @@ class Worker:
             if gone:
                 log.info("%s: removed the worktrees of ended quests %s", workspace.slug, gone)
 
-    def drain(self, fence: Fence) -> None:
-        """Work the workspace's queue until it is empty (or the lease is gone)."""
+    def replicate(self, fence: Fence, *, moved: bool, workspace: Workspace | None = None) -> None:
+        """Push the journal refs moved since the remote last confirmed them (after a group of
+        transitions, and every few seconds for what a command moved)."""
+        if not self.replicator.due(fence.workspace_id, moved):
+            return
+        workspace = workspace or Workspace.objects.get(pk=fence.workspace_id)
+        self.replicator.push_moved(fence, workspace)
+
+    def drain(self, fence: Fence) -> int:
+        """Work the workspace's queue until it is empty (or the lease is gone), pushing the
+        journals after each group; how many items were taken."""
         types = [str(t) for t in effect_adapters()]
+        total = 0
         while not self.stopping.is_set() and self.fences.get(fence.workspace_id) == fence:
             # Read afresh: a new reviewed policy takes effect from the next event.
             workspace = Workspace.objects.select_related("policy").get(pk=fence.workspace_id)
@@ -220,7 +245,10 @@ class Worker:
             did += len(due)
             self.deliver(fence, workspace, due)
             if not did:
-                return
+                return total
+            total += did
+            self.replicate(fence, moved=True, workspace=workspace)
+        return total
 
     def take_inbound(self, fence: Fence, workspace: Workspace) -> int:
         """Apply the oldest pending inbound events (up to ``BATCH``) in groups of distinct

@@ -22,7 +22,7 @@ from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ledger.inbound import submit_resolution
 from ledger.lease import LeaseHeld, holding
-from ledger.models import InboundEvent, Lease, Operation
+from ledger.models import InboundEvent, JournalReplica, Lease, Operation
 from ledger.selectors import operation_counts, refused_events, waiting_by_type
 from quests.models import Workspace
 from worker.delivery import resolve_by_person
@@ -73,6 +73,9 @@ class Command(BaseCommand):
             .values_list("workspace__slug")
             .annotate(n=Count("pk"))
         )
+        replicas = {
+            r.pk: r for r in JournalReplica.objects.filter(pk__in=[w.pk for w in workspaces])
+        }
         for ws in workspaces:
             lease = leases.get(ws.pk)
             live = lease is not None and lease.owner and lease.expires_at > timezone.now()
@@ -92,6 +95,8 @@ class Command(BaseCommand):
             if stuck:
                 listed = ", ".join(f"{t}={n}" for t, n in sorted(stuck.items()))
                 self.stdout.write(f"  waiting for an adapter: {listed}")
+            if ws.journal_remote:
+                self.stdout.write(f"  {replica_line(replicas.get(ws.pk))}")
         unserved = [str(t) for t in EffectType if str(t) not in local]
         if unserved:
             self.stdout.write(f"effect types without an adapter here: {', '.join(unserved)}")
@@ -135,3 +140,24 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{key}: now {resolved.state}")
+
+
+def replica_line(replica: JournalReplica | None) -> str:
+    """``journal push: 3 transitions unconfirmed (lag 42s), last push ok at …, last error …``"""
+    if replica is None:
+        return "journal push: nothing pushed yet (no worker has served it since it was set)"
+    now = timezone.now()
+    parts = [f"journal push: {replica.unconfirmed} transitions unconfirmed"]
+    if replica.unconfirmed:
+        parts[0] += f" (lag {replica.lag_seconds(now):.0f}s)"
+    ok = replica.last_ok_at
+    parts.append(f"last push ok at {ok:%Y-%m-%d %H:%M:%S}" if ok else "no push confirmed yet")
+    if replica.failures:
+        parts.append(f"{replica.failures} failures in a row")
+    if replica.last_error:
+        when = f" at {replica.last_error_at:%Y-%m-%d %H:%M:%S}" if replica.last_error_at else ""
+        parts.append(f"last error{when}: {' '.join(replica.last_error.split())[:300]}")
+    line = ", ".join(parts)
+    if replica.blocked:
+        line += f"\n  REFUSED: {replica.blocked}"
+    return line

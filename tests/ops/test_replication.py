@@ -1,0 +1,152 @@
+"""Journal replication, in one process: the worker pushes the journals it moved to the
+workspace's journal remote after each group, shows what is unconfirmed when the push fails,
+and on taking a workspace over fetches the remote's journals first and refuses a journal that
+is behind the database (nothing rewritten)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from journal.store import Journal
+from ledger.inbound import submit_event
+from ledger.models import InboundEvent, JournalReplica, Lease
+from quests.models import Quest, Workspace
+from tests.core.story import Story
+from worker.loop import Worker
+
+
+def remote_heads(path: Path) -> dict[str, str]:
+    out = subprocess.run(
+        ["git", "--git-dir", str(path), "for-each-ref", "--format=%(refname) %(objectname)"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return dict(line.split() for line in out.splitlines() if line.startswith("refs/ephyra/"))
+
+
+def local_heads(ws: Workspace) -> dict[str, str]:
+    return remote_heads(Path(ws.repository))
+
+
+@pytest.fixture
+def replicated(tmp_path, db):
+    """A workspace with a journal remote: a bare repository of its own."""
+    Journal.init(tmp_path / "mirror.git", bare=True)
+    Journal.init(tmp_path / "remote.git", bare=True)
+    return Workspace.objects.create(
+        slug="shop",
+        name="Shop",
+        repository=str(tmp_path / "mirror.git"),
+        journal_remote=str(tmp_path / "remote.git"),
+    )
+
+
+def test_after_a_group_the_worker_pushes_the_journals_it_moved_and_records_them_confirmed(
+    replicated, tmp_path
+):
+    submit_event(replicated, Story("q1").signal(), source="test")
+    submit_event(replicated, Story("q2").signal(), source="test")
+    Worker(owner="w1").step()
+
+    assert Quest.objects.filter(workspace=replicated).count() == 2
+    local = local_heads(replicated)
+    assert "refs/ephyra/quests/q1" in local and "refs/ephyra/quests/q2" in local
+    assert remote_heads(tmp_path / "remote.git") == local  # audit anchors too, if any
+    replica = JournalReplica.objects.get(workspace=replicated)
+    assert (replica.unconfirmed, replica.failures, replica.last_error) == (0, 0, "")
+    assert replica.last_ok_at is not None
+    out = io.StringIO()
+    call_command("ledger", "status", stdout=out)
+    assert "journal push: 0 transitions unconfirmed, last push ok at" in out.getvalue()
+
+
+def test_a_push_that_keeps_failing_is_counted_logged_and_shown_as_unconfirmed_transitions(
+    replicated, tmp_path, caplog
+):
+    replicated.journal_remote = str(tmp_path / "nowhere.git")  # no repository there
+    replicated.save()
+    submit_event(replicated, Story("q1").signal(), source="test")
+    worker = Worker(owner="w1")
+    with caplog.at_level(logging.ERROR, logger="worker.replication"):
+        worker.step()
+        worker.replicator.pause_until.clear()  # the next attempt, without waiting its pause
+        worker.replicate(worker.fences[replicated.pk], moved=True)
+
+    replica = JournalReplica.objects.get(workspace=replicated)
+    git = ["git", "--git-dir", replicated.repository, "rev-list", "--count"]
+    commits = sum(
+        int(subprocess.run([*git, ref], capture_output=True, text=True, check=True).stdout)
+        for ref in local_heads(replicated)
+    )
+    assert replica.unconfirmed == commits > 0
+    assert replica.failures == 2 and replica.last_ok_at is None
+    assert "nowhere.git" in replica.last_error and replica.unconfirmed_since is not None
+    failed = [r for r in caplog.records if "journal push to" in r.getMessage()]
+    assert len(failed) == 2 and all(r.levelno == logging.ERROR for r in failed)
+    assert "(2 in a row)" in failed[1].getMessage()
+    out = io.StringIO()
+    call_command("ledger", "status", "--workspace", "shop", stdout=out)
+    text = out.getvalue()
+    assert f"journal push: {commits} transitions unconfirmed (lag " in text
+    assert "no push confirmed yet, 2 failures in a row, last error at" in text
+
+
+def test_a_worker_on_a_new_host_fetches_the_journals_before_it_serves(replicated, tmp_path):
+    submit_event(replicated, Story("q1").signal(), source="test")
+    first = Worker(owner="host1")
+    first.step()
+    first.release()
+    heads = local_heads(replicated)
+    # Host 2: the same database, its own disk: the mirror is not there.
+    shutil.rmtree(replicated.repository)
+    submit_event(replicated, Story("q2").signal(), source="test")
+
+    second = Worker(owner="host2")
+    second.step()
+
+    assert Path(replicated.repository).exists()
+    moved = local_heads(replicated)
+    assert moved["refs/ephyra/quests/q1"] == heads["refs/ephyra/quests/q1"]  # fetched, not redone
+    assert "refs/ephyra/quests/q2" in moved
+    assert replicated.pk in second.fences
+    assert not InboundEvent.objects.filter(workspace=replicated, state="pending").exists()
+    assert JournalReplica.objects.get(workspace=replicated).blocked == ""
+
+
+def test_a_journal_behind_the_database_after_the_fetch_is_refused_and_nothing_is_rewritten(
+    replicated, tmp_path, caplog
+):
+    replicated.journal_remote = str(tmp_path / "elsewhere.git")  # host 1 never pushed here
+    replicated.save()
+    Journal.init(tmp_path / "elsewhere.git", bare=True)
+    submit_event(replicated, Story("q1").signal(), source="test")
+    first = Worker(owner="host1")
+    first.replicator.pause_until[replicated.pk] = float("inf")  # its pushes never happen
+    first.step()
+    first.release()
+    rows = list(Quest.objects.filter(workspace=replicated).values("quest_id", "journal_head"))
+    shutil.rmtree(replicated.repository)  # host 1's disk is lost
+    submit_event(replicated, Story("q2").signal(), source="test")
+
+    second = Worker(owner="host2")
+    with caplog.at_level(logging.ERROR, logger="worker.replication"):
+        second.step()
+
+    assert replicated.pk not in second.fences
+    assert (
+        list(Quest.objects.filter(workspace=replicated).values("quest_id", "journal_head")) == rows
+    )
+    assert InboundEvent.objects.filter(workspace=replicated, state="pending").count() == 1
+    blocked = JournalReplica.objects.get(workspace=replicated).blocked
+    assert "the journal is behind the database" in blocked and "quest q1 has no journal" in blocked
+    assert any("the journal is behind the database" in r.getMessage() for r in caplog.records)
+    assert Lease.objects.get(pk=replicated.pk).owner == ""  # handed back for a complete host
+    out = io.StringIO()
+    call_command("ledger", "status", stdout=out)
+    assert "REFUSED: workspace shop: the journal is behind the database" in out.getvalue()
