@@ -72,6 +72,36 @@ def workspace_create(
     )
 
 
+def workspace_set_journal_remote(workspace: Workspace, remote: str, *, actor: str) -> Workspace:
+    """Name where the worker pushes the journals (``""``: nowhere). A path or URL without
+    credentials: a password would reach the database; git's helper or the credentials file
+    supplies it. Audited as ``workspace.journal_remote``."""
+    remote = remote.strip()
+    if remote.startswith("-"):
+        raise ValueError("a journal remote does not start with '-'")
+    if urlsplit(remote).password:
+        raise ValueError(
+            "the journal remote URL carries a password; give it without credentials and let "
+            "git's credential helper or EPHYRA_GIT_CREDENTIALS_FILE supply them"
+        )
+    if remote and "://" not in remote and ":" not in remote.split("/", 1)[0]:
+        remote = str(Path(remote).resolve())  # a path: relative to nothing later
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        before = locked.journal_remote
+        locked.journal_remote = remote
+        locked.save(update_fields=["journal_remote"])
+        audit_append(
+            locked,
+            at=timezone.now(),
+            actor=actor,
+            action="workspace.journal_remote",
+            object=f"workspace:{locked.slug}",
+            payload={"from": before, "to": remote},
+        )
+    return locked
+
+
 _journals = threading.local()
 
 

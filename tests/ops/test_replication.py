@@ -150,3 +150,23 @@ def test_a_journal_behind_the_database_after_the_fetch_is_refused_and_nothing_is
     out = io.StringIO()
     call_command("ledger", "status", stdout=out)
     assert "REFUSED: workspace shop: the journal is behind the database" in out.getvalue()
+
+
+def test_a_journal_remote_with_a_password_is_refused_and_nothing_is_stored(replicated):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as refused:
+        call_command("workspace", "journal-remote", "shop", "https://ann:s3cret@git.example/j.git")
+    assert "carries a password" in str(refused.value) and "s3cret" not in str(refused.value)
+    replicated.refresh_from_db()
+    assert replicated.journal_remote.endswith("remote.git")
+
+
+def test_naming_a_journal_remote_is_audited(replicated, tmp_path):
+    from ledger.models import AuditEntry
+
+    out = io.StringIO()
+    call_command("workspace", "journal-remote", "shop", str(tmp_path / "other.git"), stdout=out)
+    assert f"journals pushed to {tmp_path / 'other.git'}" in out.getvalue()
+    entry = AuditEntry.objects.get(workspace=replicated, action="workspace.journal_remote")
+    assert entry.payload["to"] == str(tmp_path / "other.git")
