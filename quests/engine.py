@@ -9,7 +9,9 @@ because ``repair`` rebuilds what the database lacks from the journal.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,6 +31,24 @@ from quests.workspaces import workspace_journal, workspace_policy
 
 # One line per transition, for operators: "shop q1 e7 claimed: hypothesised -> handed_off r1".
 transitions = logging.getLogger("ephyra.transitions")
+
+
+# The journal replication hook of this thread (``replicating``): the worker's, which pushes
+# the refs a group moved before the group's database transaction commits.
+_replication = threading.local()
+
+
+@contextmanager
+def replicating(push: Callable[[Workspace, list[str]], None]) -> Iterator[None]:
+    """While inside, every group's journal writes are followed by ``push(workspace, quest
+    ids)`` before the database sees them, so the database is never ahead of a journal remote
+    that answers. ``push`` does not raise: a failed push leaves the transitions unconfirmed."""
+    before = getattr(_replication, "push", None)
+    _replication.push = push
+    try:
+        yield
+    finally:
+        _replication.push = before
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,11 @@ def quest_apply_all(
     )
     if after_journal is not None and any(one.decision.accepted for one in applied):
         after_journal()
+    push = getattr(_replication, "push", None)
+    if push is not None:
+        moved = [e.quest for e, one in zip(events, applied, strict=True) if one.decision.accepted]
+        if moved:
+            push(workspace, moved)
     journal.consolidate()  # now and then: many packs or loose objects become one pack
     outcomes: list[Outcome] = [Outcome(one, 0) for one in applied]
     # No savepoint of its own: inside a caller's transaction (the worker's fenced one) a failure

@@ -36,6 +36,7 @@ from ledger.lease import (
 from ledger.models import InboundEvent, Lease, Operation
 from ledger.operations import claim, claim_batch, supersede
 from ledger.selectors import waiting_by_type
+from quests.engine import replicating
 from quests.models import Workspace
 from quests.repair import repair_workspace
 from work.cleanup import remove_ended_worktrees
@@ -193,6 +194,11 @@ class Worker:
     # --- work ------------------------------------------------------------------------------
 
     def step(self) -> None:
+        # Each group's journal refs are pushed before its database transaction commits.
+        with replicating(self.replicator.hook):
+            self._step()
+
+    def _step(self) -> None:
         self.acquire()
         with self._lock:
             held = list(self.fences.items())

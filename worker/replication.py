@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 REMOTE_NAME = "replica"  # the fetched journals are kept under refs/ephyra-remote/replica/
 CHECK_SECONDS = 10.0  # how often refs moved by someone else (a command) are looked for
 MAX_PAUSE = 60.0  # the longest pause between two attempts of a failing push
+RECORD_SECONDS = 5.0  # while pushes work, the replica row is written at most this often
 
 
 class JournalBehind(Exception):
@@ -87,85 +88,126 @@ class Replicator:
     pause_until: dict[int, float] = field(default_factory=dict)
     checked: dict[int, float] = field(default_factory=dict)
     failures: dict[int, int] = field(default_factory=dict)
+    errors: dict[int, tuple[str, object]] = field(default_factory=dict)  # not yet recorded
+    last_ok: dict[int, object] = field(default_factory=dict)  # when a push last worked
+    recorded: dict[int, tuple[int, object]] = field(default_factory=dict)  # (left, when)
 
     def due(self, workspace_id: int, moved: bool) -> bool:
         """Whether to look for refs to push now: after a group, or every ``CHECK_SECONDS``."""
         now = time.monotonic()
+        if workspace_id in self.errors:
+            return True  # a failure the replica row does not show yet
         if now < self.pause_until.get(workspace_id, 0.0):
             return False
         return moved or now - self.checked.get(workspace_id, float("-inf")) >= CHECK_SECONDS
 
+    def hook(self, workspace: Workspace, quest_ids: list[str]) -> None:
+        """The engine's replication hook (``quests.engine.replicating``): push the refs a
+        group just moved, before its database transaction commits. Never raises; while a
+        failing remote is paused the push is left to ``push_moved``."""
+        if not workspace.journal_remote or time.monotonic() < self.pause_until.get(
+            workspace.pk, 0.0
+        ):
+            return
+        journal = workspace_journal(workspace)
+        refs = {f"{JOURNAL_REFS}quests/{quest}" for quest in quest_ids}
+        heads = {ref: head for ref, head in journal_refs(journal.repo).items() if ref in refs}
+        try:
+            self._push(workspace, journal, heads)
+        except (JournalError, OSError, subprocess.TimeoutExpired) as exc:
+            self._note_failure(workspace, exc)
+
+    def _push(self, workspace: Workspace, journal: Journal, heads: dict[str, str]) -> None:
+        known = self.confirmed.setdefault(workspace.pk, {})
+        try:
+            push(
+                journal,
+                workspace.journal_remote,
+                refs=sorted(heads),
+                options=git_options(),
+                timeout=settings.EPHYRA_JOURNAL_PUSH_TIMEOUT,
+            )
+        except PushRejected as exc:
+            known.update({ref: heads[ref] for ref in exc.accepted if ref in heads})
+            raise
+        known.update(heads)
+        self.failures.pop(workspace.pk, None)
+        self.pause_until.pop(workspace.pk, None)
+        self.last_ok[workspace.pk] = timezone.now()
+
+    def _note_failure(self, workspace: Workspace, exc: BaseException) -> None:
+        failures = self.failures.get(workspace.pk, 0) + 1
+        self.failures[workspace.pk] = failures
+        self.pause_until[workspace.pk] = time.monotonic() + min(MAX_PAUSE, 0.5 * 2**failures)
+        error = redact(str(exc) or type(exc).__name__)[:2000]
+        self.errors[workspace.pk] = (error, timezone.now())
+        log.error(
+            "%s: journal push to %s failed (%d in a row): %s",
+            workspace.slug,
+            redact(workspace.journal_remote),
+            failures,
+            error,
+        )
+
     def push_moved(self, fence: Fence, workspace: Workspace) -> int:
-        """Push the refs that moved since the last confirmed push; the transitions still
-        unconfirmed afterwards (0 when the remote has everything)."""
+        """Push the refs that moved since the remote last confirmed them (what a failed push
+        or a command left, missions, audit anchors) and record the state of the replica; the
+        transitions still unconfirmed afterwards (0 when the remote has everything)."""
         if not workspace.journal_remote:
             return 0
         self.checked[workspace.pk] = time.monotonic()
         journal = workspace_journal(workspace)
         heads = journal_refs(journal.repo)
         known = self.confirmed.get(workspace.pk, {})
-        moved = sorted(ref for ref, head in heads.items() if known.get(ref) != head)
-        if not moved:
-            return 0
-        pending = sum(_count(journal.repo, heads[ref], known.get(ref)) for ref in moved)
-        now = timezone.now()
-        remote = workspace.journal_remote
-        try:
-            push(
-                journal,
-                remote,
-                refs=moved,
-                options=git_options(),
-                timeout=settings.EPHYRA_JOURNAL_PUSH_TIMEOUT,
-            )
-        except (JournalError, OSError, subprocess.TimeoutExpired) as exc:
-            accepted = exc.accepted if isinstance(exc, PushRejected) else []
-            for ref in accepted:
-                known[ref] = heads[ref]
-            self.confirmed[workspace.pk] = known
-            left = sum(_count(journal.repo, heads[ref], known.get(ref)) for ref in moved)
-            self._failed(fence, workspace, exc, left, now)
-            return left
-        self.confirmed[workspace.pk] = {**known, **{ref: heads[ref] for ref in moved}}
-        self.failures.pop(workspace.pk, None)
-        self.pause_until.pop(workspace.pk, None)
-        _record(
-            fence,
-            workspace,
-            unconfirmed=0,
-            unconfirmed_since=None,
-            last_ok_at=now,
-            last_attempt_at=now,
-            failures=0,
+        moved = {ref: head for ref, head in heads.items() if known.get(ref) != head}
+        if moved and time.monotonic() >= self.pause_until.get(workspace.pk, 0.0):
+            try:
+                self._push(workspace, journal, moved)
+            except (JournalError, OSError, subprocess.TimeoutExpired) as exc:
+                self._note_failure(workspace, exc)
+        known = self.confirmed.get(workspace.pk, {})
+        left = sum(
+            _count(journal.repo, head, known.get(ref))
+            for ref, head in heads.items()
+            if known.get(ref) != head
         )
-        log.debug("%s: pushed %d transitions on %d refs", workspace.slug, pending, len(moved))
-        return 0
+        self._record_state(fence, workspace, left)
+        return left
 
-    def _failed(self, fence: Fence, workspace: Workspace, exc, left: int, now) -> None:
-        failures = self.failures.get(workspace.pk, 0) + 1
-        self.failures[workspace.pk] = failures
-        self.pause_until[workspace.pk] = time.monotonic() + min(MAX_PAUSE, 0.5 * 2**failures)
-        error = redact(str(exc) or type(exc).__name__)[:2000]
-        log.error(
-            "%s: journal push to %s failed (%d in a row), %d transitions unconfirmed: %s",
-            workspace.slug,
-            redact(workspace.journal_remote),
-            failures,
-            left,
-            error,
-        )
+    def _record_state(self, fence: Fence, workspace: Workspace, left: int) -> None:
+        """Write the replica row when something changed: a failure, a recovery, or a push
+        confirmed (at most every ``RECORD_SECONDS`` while all is well)."""
+        now = timezone.now()
+        error = self.errors.pop(workspace.pk, None)
+        last_ok = self.last_ok.get(workspace.pk)
+        if error is None and left == 0:
+            recorded = self.recorded.get(workspace.pk)
+            if last_ok is None or (
+                recorded is not None
+                and recorded[0] == 0
+                and (last_ok - recorded[1]).total_seconds() < RECORD_SECONDS
+            ):
+                return
+            _record(
+                fence, workspace, unconfirmed=0, unconfirmed_since=None, last_ok_at=last_ok,
+                last_attempt_at=last_ok, failures=0,
+            )  # fmt: skip
+            self.recorded[workspace.pk] = (0, last_ok)
+            return
         row = JournalReplica.objects.filter(workspace=workspace).first()
         since = row.unconfirmed_since if row is not None and row.unconfirmed_since else now
-        _record(
-            fence,
-            workspace,
-            unconfirmed=left,
-            unconfirmed_since=since,
-            last_attempt_at=now,
-            failures=failures,
-            last_error=error,
-            last_error_at=now,
-        )
+        values = {
+            "unconfirmed": left,
+            "unconfirmed_since": since if left else None,
+            "failures": self.failures.get(workspace.pk, 0),
+            "last_attempt_at": now,
+        }
+        if last_ok is not None:
+            values["last_ok_at"] = last_ok
+        if error is not None:
+            values.update(last_error=error[0], last_error_at=error[1])
+        _record(fence, workspace, **values)
+        self.recorded[workspace.pk] = (left, now)
 
     def take_over(self, fence: Fence, workspace: Workspace) -> None:
         """Before serving the workspace: fetch, fast-forward, check; ``JournalBehind`` when
