@@ -12,13 +12,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("action", choices=["push", "fetch"])
         parser.add_argument("workspace", help="workspace slug")
-        parser.add_argument("--remote", help="instead of the workspace's remote")
+        parser.add_argument(
+            "--remote", help="instead of the workspace's journal remote (or its source remote)"
+        )
 
     def handle(self, *args, **options):
         workspace = Workspace.objects.filter(slug=options["workspace"]).first()
         if workspace is None:
             raise CommandError(f"no workspace {options['workspace']!r}")
-        remote = options["remote"] or workspace.remote
+        remote = options["remote"] or workspace.journal_remote or workspace.remote
         if not remote:
             raise CommandError(f"workspace {workspace.slug!r} has no remote; pass --remote")
         journal = workspace_journal(workspace)
