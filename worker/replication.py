@@ -110,8 +110,11 @@ class Replicator:
         ):
             return
         journal = workspace_journal(workspace)
-        refs = {f"{JOURNAL_REFS}quests/{quest}" for quest in quest_ids}
-        heads = {ref: head for ref, head in journal_refs(journal.repo).items() if ref in refs}
+        heads = {
+            f"{JOURNAL_REFS}quests/{quest}": str(head)
+            for quest in quest_ids
+            if (head := journal.head(quest)) is not None
+        }
         try:
             self._push(workspace, journal, heads)
         except (JournalError, OSError, subprocess.TimeoutExpired) as exc:
@@ -317,25 +320,27 @@ def _forward_others(journal: Journal) -> dict[str, str]:
 
 
 def behind_database(journal: Journal, workspace: Workspace) -> list[str]:
-    """The projections whose journal head the local journal does not contain."""
+    """The quest projections whose journal head the local journal does not contain. Missions
+    behind are logged, not refused: people write them on the web host (no lease), the worker
+    never repairs them, and they hold no effects this worker would deliver again."""
+    quests = Quest.objects.filter(workspace=workspace).values_list("quest_id", "journal_head")
+    missions = Mission.objects.filter(workspace=workspace).values_list("mission_id", "journal_head")
+    found = _missing(journal, "quest", f"{JOURNAL_REFS}quests/", quests)
+    lagging = _missing(journal, "mission", f"{JOURNAL_REFS}missions/", missions)
+    if lagging:
+        log.warning(
+            "%s: mission journals behind the database on this host: %s",
+            workspace.slug,
+            "; ".join(lagging[:10]),
+        )
+    return found
+
+
+def _missing(journal: Journal, kind: str, prefix: str, rows) -> list[str]:
     repo = journal.repo
     found: list[str] = []
-    rows = [
-        *(
-            ("quest", f"{JOURNAL_REFS}quests/{name}", name, head)
-            for name, head in Quest.objects.filter(workspace=workspace).values_list(
-                "quest_id", "journal_head"
-            )
-        ),
-        *(
-            ("mission", f"{JOURNAL_REFS}missions/{name}", name, head)
-            for name, head in Mission.objects.filter(workspace=workspace).values_list(
-                "mission_id", "journal_head"
-            )
-        ),
-    ]
-    for kind, ref, name, head in rows:
-        ours = repo.references.get(ref)
+    for name, head in rows:
+        ours = repo.references.get(prefix + name)
         if ours is None:
             found.append(f"{kind} {name} has no journal here")
             continue
