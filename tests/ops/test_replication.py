@@ -170,3 +170,25 @@ def test_naming_a_journal_remote_is_audited(replicated, tmp_path):
     assert f"journals pushed to {tmp_path / 'other.git'}" in out.getvalue()
     entry = AuditEntry.objects.get(workspace=replicated, action="workspace.journal_remote")
     assert entry.payload["to"] == str(tmp_path / "other.git")
+
+
+def test_the_workspace_page_shows_unconfirmed_transitions_and_the_last_push_error(
+    replicated, tmp_path, client
+):
+    from django.urls import reverse
+
+    from quests.roles import Role
+    from tests.quests.conftest import person
+
+    replicated.journal_remote = str(tmp_path / "nowhere.git")
+    replicated.save()
+    submit_event(replicated, Story("q1").signal(), source="test")
+    Worker(owner="w1").step()
+    client.force_login(person("ann", shop=[Role.ADMIN]))
+
+    html = client.get(reverse("inbox:workspace", args=["shop"])).content.decode()
+
+    replica = JournalReplica.objects.get(workspace=replicated)
+    assert f"{replica.unconfirmed} transitions unconfirmed" in html and replica.unconfirmed > 0
+    assert "no push confirmed yet, 1 failure in a row" in html
+    assert "nowhere.git" in html and "last error at" in html
