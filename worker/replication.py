@@ -91,6 +91,7 @@ class Replicator:
     errors: dict[int, tuple[str, object]] = field(default_factory=dict)  # not yet recorded
     last_ok: dict[int, object] = field(default_factory=dict)  # when a push last worked
     recorded: dict[int, tuple[int, object]] = field(default_factory=dict)  # (left, when)
+    remotes: dict[int, str] = field(default_factory=dict)  # the remote ``confirmed`` is about
 
     def due(self, workspace_id: int, moved: bool) -> bool:
         """Whether to look for refs to push now: after a group, or every ``CHECK_SECONDS``."""
@@ -120,8 +121,15 @@ class Replicator:
         except (JournalError, OSError, subprocess.TimeoutExpired) as exc:
             self._note_failure(workspace, exc)
 
+    def _known(self, workspace: Workspace) -> dict[str, str]:
+        """What the workspace's current remote confirmed; nothing after the remote changed."""
+        if self.remotes.get(workspace.pk) != workspace.journal_remote:
+            self.remotes[workspace.pk] = workspace.journal_remote
+            self.confirmed[workspace.pk] = {}
+        return self.confirmed.setdefault(workspace.pk, {})
+
     def _push(self, workspace: Workspace, journal: Journal, heads: dict[str, str]) -> None:
-        known = self.confirmed.setdefault(workspace.pk, {})
+        known = self._known(workspace)
         try:
             push(
                 journal,
@@ -161,7 +169,7 @@ class Replicator:
         self.checked[workspace.pk] = time.monotonic()
         journal = workspace_journal(workspace)
         heads = journal_refs(journal.repo)
-        known = self.confirmed.get(workspace.pk, {})
+        known = self._known(workspace)
         moved = {ref: head for ref, head in heads.items() if known.get(ref) != head}
         if moved and time.monotonic() >= self.pause_until.get(workspace.pk, 0.0):
             try:
@@ -265,6 +273,7 @@ class Replicator:
             raise JournalBehind(message)
         # What the remote holds is confirmed; anything this host has beyond it is pushed next.
         self.confirmed[workspace.pk] = tracking
+        self.remotes[workspace.pk] = workspace.journal_remote
         self.checked.pop(workspace.pk, None)
         _record(fence, workspace, blocked="", blocked_at=None)
 
