@@ -6,6 +6,8 @@ under ``./.ephyra`` (or ``EPHYRA_DATA_DIR``), so a laptop needs no server.
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ephyra.environment import (
     env_bool,
     env_broker,
@@ -156,6 +158,13 @@ EPHYRA_LEASE_MS = env_int("EPHYRA_LEASE_MS", 30_000, minimum=100)
 EPHYRA_POLL_MS = env_int("EPHYRA_POLL_MS", 1_000, minimum=10)
 # How long one push or fetch of a journal remote may take (worker/replication.py).
 EPHYRA_JOURNAL_PUSH_TIMEOUT = env_int("EPHYRA_JOURNAL_PUSH_TIMEOUT", 60, minimum=1)
+# sync: a group's journal refs are pushed before its database commit (no loss window while
+# the remote answers); async: after each pass of the worker (faster; a window of one pass).
+EPHYRA_JOURNAL_PUSH = env_str("EPHYRA_JOURNAL_PUSH", "sync").strip().lower()
+if EPHYRA_JOURNAL_PUSH not in {"sync", "async"}:
+    raise ImproperlyConfigured(
+        f"EPHYRA_JOURNAL_PUSH must be sync or async, got {EPHYRA_JOURNAL_PUSH!r}"
+    )
 # effect type -> dotted path of its adapter class, over ephyra/compose.py's built-in table.
 EPHYRA_EFFECT_ADAPTERS = env_mapping("EPHYRA_EFFECT_ADAPTERS")
 EPHYRA_MAX_DELIVERIES = env_int("EPHYRA_MAX_DELIVERIES", 5, minimum=1)

@@ -194,6 +194,9 @@ class Worker:
     # --- work ------------------------------------------------------------------------------
 
     def step(self) -> None:
+        if settings.EPHYRA_JOURNAL_PUSH == "async":
+            self._step()  # pushed after each pass (``replicate``)
+            return
         # Each group's journal refs are pushed before its database transaction commits.
         with replicating(self.replicator.hook):
             self._step()

@@ -192,3 +192,24 @@ def test_the_workspace_page_shows_unconfirmed_transitions_and_the_last_push_erro
     assert f"{replica.unconfirmed} transitions unconfirmed" in html and replica.unconfirmed > 0
     assert "no push confirmed yet, 1 failure in a row" in html
     assert "nowhere.git" in html and "last error at" in html
+
+
+def test_in_async_mode_the_worker_pushes_after_each_pass(replicated, tmp_path, settings):
+    settings.EPHYRA_JOURNAL_PUSH = "async"
+    submit_event(replicated, Story("q1").signal(), source="test")
+    Worker(owner="w1").step()
+    assert remote_heads(tmp_path / "remote.git") == local_heads(replicated)
+    assert JournalReplica.objects.get(workspace=replicated).unconfirmed == 0
+
+
+def test_an_unknown_push_mode_stops_the_process_with_the_setting_named():
+    import os
+    import sys
+
+    env = {**os.environ, "EPHYRA_JOURNAL_PUSH": "sometimes", "SECRET_KEY": "x"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import ephyra.settings"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "EPHYRA_JOURNAL_PUSH must be sync or async, got 'sometimes'" in done.stderr
