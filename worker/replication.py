@@ -130,11 +130,14 @@ class Replicator:
 
     def _push(self, workspace: Workspace, journal: Journal, heads: dict[str, str]) -> None:
         known = self._known(workspace)
+        # Nothing confirmed yet (a remote that could not be fetched): one glob for every ref,
+        # not a command line with thousands of refspecs.
+        everything = not known and len(heads) > 100
         try:
             push(
                 journal,
                 workspace.journal_remote,
-                refs=sorted(heads),
+                refs=None if everything else sorted(heads),
                 options=git_options(),
                 timeout=settings.EPHYRA_JOURNAL_PUSH_TIMEOUT,
             )
