@@ -115,6 +115,8 @@ def test_a_backup_restored_on_a_fresh_install_verifies_and_needs_no_repair(
     verified = manage(target, "audit", "verify").stdout
     assert "shop: verified" in verified and "anchored at #" in verified
     assert "BROKEN" not in verified
+    checked = manage(target, "repair", "--check").stdout  # exit 0: nothing to change
+    assert "0 projections created, 0 updated, 0 ledger operations restored" in checked
     repaired = manage(target, "repair").stdout
     assert "0 projections created, 0 updated, 0 ledger operations restored" in repaired
     assert rows(target) == rows(here)

@@ -32,6 +32,12 @@ class Command(BaseCommand):
         parser.add_argument("--workspace", help="only this workspace (slug)")
         parser.add_argument("--list", action="store_true", help="name what changed")
         parser.add_argument(
+            "--check",
+            action="store_true",
+            help="say what a repair of the quests would change and change nothing (exit 1 if "
+            "anything); read-only, with or without a worker",
+        )
+        parser.add_argument(
             "--wait",
             type=float,
             default=60.0,
@@ -44,6 +50,9 @@ class Command(BaseCommand):
             workspaces = workspaces.filter(slug=options["workspace"])
             if not workspaces.exists():
                 raise CommandError(f"no workspace {options['workspace']!r}")
+        if options["check"]:
+            self._check(list(workspaces), options["list"])
+            return
         report, unanswered, more = RepairReport(), [], []
         hooks = [
             config.repair_workspace
@@ -88,3 +97,20 @@ class Command(BaseCommand):
                     self.stdout.write(line)
         if unanswered:
             raise CommandError("\n".join(unanswered), returncode=1)
+
+    def _check(self, workspaces: list[Workspace], listing: bool) -> None:
+        """The repair of each workspace's quests, inside a transaction that is rolled back:
+        exactly what a repair would write, and nothing written (after a restore, say)."""
+        report = RepairReport()
+        for workspace in workspaces:
+            with transaction.atomic():
+                repair_workspace(workspace, report)
+                transaction.set_rollback(True)
+        self.stdout.write(f"{report.summary()} (checked only: nothing was written)")
+        if listing:
+            for item in report.projections_created + report.projections_updated:
+                self.stdout.write(f"  projection: {item}")
+            for item in report.operations_created:
+                self.stdout.write(f"  operation: {item}")
+        if report.changed:
+            raise CommandError("the database is behind the journals: run manage.py repair")
