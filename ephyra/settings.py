@@ -238,12 +238,12 @@ if EPHYRA_LOG_FORMAT not in {"text", "json"}:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "ephyra.jsonlog.JsonFormatter"}},
+    "formatters": {
+        "text": {"()": "ephyra.logformat.RedactingFormatter"},
+        "json": {"()": "ephyra.logformat.JsonFormatter"},
+    },
     "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            **({"formatter": "json"} if EPHYRA_LOG_FORMAT == "json" else {}),
-        }
+        "console": {"class": "logging.StreamHandler", "formatter": EPHYRA_LOG_FORMAT},
     },
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {

@@ -21,8 +21,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from intake.otlp.models import MinuteCount, RefusedExports
-from ledger.models import InboundEvent, Lease, Operation
-from quests.models import Quest, Workspace
+from ledger.models import AuditEntry, InboundEvent, Lease, Operation
+from quests.models import Workspace
 
 # Upper bounds of the effect latency histogram, in seconds: an effect is a Git read (ms), a
 # push or a webhook (s), or an agent's job (minutes).
@@ -115,12 +115,13 @@ def _events(slugs: dict[int, str]) -> Iterator[Metric]:
 
     transitions = CounterMetricFamily(
         "ephyra_transitions",
-        "Transitions applied to quests (each quest's revision, summed): submitted events and "
-        "effect outcomes alike.",
+        "Transitions applied to quests (their audit entries): submitted events and effect "
+        "outcomes alike.",
         labels=["workspace"],
     )
-    for row in Quest.objects.values("workspace").annotate(n=Sum("revision")).order_by("workspace"):
-        transitions.add_metric([slugs.get(row["workspace"], "?")], row["n"] or 0)
+    audited = AuditEntry.objects.filter(action__startswith="quest.").values("workspace")
+    for row in audited.annotate(n=Count("pk")).order_by("workspace"):
+        transitions.add_metric([slugs.get(row["workspace"], "?")], row["n"])
     yield transitions
 
     waiting = dict(

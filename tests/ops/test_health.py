@@ -47,9 +47,7 @@ def test_an_unwritable_data_directory_is_503_naming_the_check_not_the_path(
 
 
 @pytest.mark.parametrize("setting", ["REDIS_URL", "BROKER_DIR"])
-def test_an_unreachable_broker_is_503_without_its_address(
-    live_server, settings, tmp_path, setting
-):
+def test_an_unreachable_broker_is_503_without_its_address(live_server, settings, tmp_path, setting):
     if setting == "REDIS_URL":
         # A closed port on this host, with a password that must not come back.
         settings.REDIS_URL = "redis://:hunter2-broker-password@127.0.0.1:1/0"

@@ -1,4 +1,5 @@
-"""One JSON object per log line, for ``EPHYRA_LOG_FORMAT=json`` (docs/observability.md).
+"""How log lines read: redacted text by default, one JSON object per line for
+``EPHYRA_LOG_FORMAT=json`` (docs/observability.md).
 
 A line holds the time, level, logger and message, and the fields the caller passed as
 ``extra`` (the engine's transitions: quest, event, from, to, journal head; the ledger's effect
@@ -54,3 +55,10 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class RedactingFormatter(logging.Formatter):
+    """The plain text line (and its traceback), redacted: the default format."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
