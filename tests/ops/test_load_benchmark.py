@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get(
-    "REDIS_URL"
-)
+SERVICES = os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get("REDIS_URL")
 
 
 def load(*args: str, **env: str) -> subprocess.CompletedProcess:
