@@ -168,11 +168,12 @@ def burst(base: str, tokens: list[str], rate: int, seconds: float, batch: int) -
     tally, rng, counter = Tally(), random.Random(18), [0]
     total = int(rate * seconds) // batch
     interval = batch / rate
+    # Encoded before the clock starts: the sender's own work must not set the pace.
+    bodies = [export(i % len(tokens), batch, rng, counter) for i in range(total)]
     with ThreadPoolExecutor(max_workers=32) as pool:
         start = time.perf_counter()
-        for i in range(total):
+        for i, body in enumerate(bodies):
             due = start + i * interval
-            body = export(i % len(tokens), batch, rng, counter)
             delay = due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
