@@ -274,7 +274,8 @@ def settle(timeout: float) -> float | None:
     return None
 
 
-def scraped_received(base: str) -> float:
+def scraped(base: str) -> tuple[float, float]:
+    """What /metrics says: signals received, and exports refused (every reason)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     request = urllib.request.Request(
@@ -282,12 +283,10 @@ def scraped_received(base: str) -> float:
     )
     with urllib.request.urlopen(request, timeout=30) as answer:
         text = answer.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "ephyra_signals_received_total"
-    )
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    received = sum(s.value for s in samples if s.name == "ephyra_signals_received_total")
+    refused = sum(s.value for s in samples if s.name == "ephyra_otlp_exports_rejected_total")
+    return received, refused
 
 
 def run(rate: int, seconds: float, batch: int, web_workers: int) -> tuple[str, bool]:
@@ -349,7 +348,7 @@ def run(rate: int, seconds: float, batch: int, web_workers: int) -> tuple[str, b
         load_after = os.getloadavg()
         applied = settle(timeout=max(60.0, seconds))
         stored = IngestedSignal.objects.count()
-        received = scraped_received(base)
+        received, refused = scraped(base)
         rows = row_counts() - rows_before
         commits = journal_commits(journals)
         events = InboundEvent.objects.count()
@@ -372,7 +371,8 @@ def run(rate: int, seconds: float, batch: int, web_workers: int) -> tuple[str, b
         and tally.errors == 0
         and not tally.rejected
         and tally.throttled == tally.throttled_with_retry_after
-        and received == stored,
+        and received == stored
+        and refused == tally.throttled + sum(tally.rejected.values()),
         "p99 < 1 s": p99 < 1.0,
         "every quest applied within 10 s": applied is not None and applied <= 10.0,
     }
@@ -393,6 +393,7 @@ def run(rate: int, seconds: float, batch: int, web_workers: int) -> tuple[str, b
         f"| rejected exports | {sum(tally.rejected.values()):,} {tally.rejected or ''} |",
         f"| throttled exports (429) | {tally.throttled:,}, "
         f"{tally.throttled_with_retry_after:,} with Retry-After |",
+        f"| refused per /metrics | {refused:,.0f} |",
         f"| connection errors | {tally.errors:,} |",
         f"| request p50 / p95 / p99 | {p50 * 1e3:.0f} / {p95 * 1e3:.0f} / {p99 * 1e3:.0f} ms |",
         "| every quest applied after the burst | "

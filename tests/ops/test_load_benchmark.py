@@ -58,6 +58,6 @@ def test_a_short_run_stores_every_accepted_record_and_prints_its_table():
     }
     assert cells["exports sent"].startswith("3 ")
     assert cells["records accepted"] == cells["records stored (signals)"] == "300"
-    assert cells["received per /metrics"] == "300"
+    assert cells["received per /metrics"] == "300" and cells["refused per /metrics"] == "0"
     assert "- target nothing lost: met" in lines
     assert any(line.startswith("- target p99 < 1 s: ") for line in lines)
