@@ -116,7 +116,9 @@ def test_schemathesis_finds_no_server_error_and_no_answer_breaking_the_schema(li
                   suppress_health_check=list(HealthCheck))  # fmt: skip
         def run(case):
             response = case.call(base_url=live_server.url, timeout=30)
-            statuses.setdefault(f"{case.method.upper()} {case.path}", set()).add(response.status_code)
+            statuses.setdefault(f"{case.method.upper()} {case.path}", set()).add(
+                response.status_code
+            )
             case.validate_response(response, checks=checks)
 
         try:
