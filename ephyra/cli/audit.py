@@ -28,7 +28,7 @@ def run_list(ctx: Context) -> int:
         ctx.out.json({**page, "results": rows})
         return 0
     ctx.out.table(
-        ["SEQ", "AT", "ACTOR", "ACTION", "SUBJECT"],
+        ["SEQ", "AT", "ACTOR", "ACTION", "OBJECT"],
         [
             [
                 r.get("sequence"),
@@ -63,6 +63,6 @@ def run_verify(ctx: Context) -> int:
             f"{workspace}: the audit chain is {ctx.out.paint('BROKEN', 'red')} "
             f"at {bad} ({answer.get('entries')} entries checked)"
         )
-        if answer.get("detail"):
-            ctx.out.line(str(answer["detail"]))
+        if answer.get("problem"):
+            ctx.out.line(str(answer["problem"]))
     return EXIT_OK if ok else EXIT_REFUSED

@@ -88,6 +88,23 @@ class Client:
             "POST", path, body or {}, headers={"Idempotency-Key": key or uuid.uuid4().hex}
         )
 
+    def upload(self, path: str, field: str, name: str, content: bytes) -> Any:
+        """One file as ``multipart/form-data`` (the evidence upload)."""
+        boundary = uuid.uuid4().hex
+        safe = name.replace('"', "_").replace("\r", "_").replace("\n", "_")
+        data = b"".join(
+            [
+                f"--{boundary}\r\n".encode(),
+                f'Content-Disposition: form-data; name="{field}"; filename="{safe}"\r\n'.encode(),
+                b"Content-Type: application/octet-stream\r\n\r\n",
+                content,
+                f"\r\n--{boundary}--\r\n".encode(),
+            ]
+        )
+        return self.request(
+            "POST", path, data=data, content_type=f"multipart/form-data; boundary={boundary}"
+        )
+
     def request(
         self,
         method: str,

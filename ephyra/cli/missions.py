@@ -6,6 +6,7 @@ a move on a mission that moved in between is refused instead of applied blind.""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ephyra.cli.context import Context, UsageError
@@ -65,14 +66,20 @@ def register(commands, common) -> None:
     move.add_argument("--wp", help="move this work package instead of the mission")
     move.add_argument("--to", required=True, type=_state, help="the state to move to")
     move.add_argument("--role", required=True, choices=ROLES, help="the role you act in")
-    move.add_argument(
+    given = move.add_mutually_exclusive_group()
+    given.add_argument(
         "-e",
         "--evidence",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="evidence the move requires (repeatable); a bare VALUE goes under the name "
-        "the move requires",
+        metavar="[NAME=]TEXT",
+        help="the evidence the move requires, as text (NAME is the move's evidence name)",
+    )
+    given.add_argument("--link", metavar="URL", help="the evidence as an http(s) link")
+    given.add_argument("--file", metavar="PATH", help="the evidence as a file (uploaded)")
+    given.add_argument(
+        "--proof", action="store_true", help="the evidence: the carrying quest's proof bundle"
+    )
+    given.add_argument(
+        "--quest-state", action="store_true", help="the evidence: the carrying quest as it is"
     )
     move.add_argument("-m", "--note", default="", help="a note for the attempt ledger")
     move.add_argument("--head", help="act only if the mission is still at this journal head")
@@ -115,11 +122,8 @@ def run_list(ctx: Context) -> int:
         ctx.out.json(answer)
         return 0
     ctx.out.table(
-        ["MISSION", "STATE", "WPS", "ATTEMPTS", "TITLE"],
-        [
-            [m.get("id"), m.get("state"), _counts(m), m.get("attempts"), m.get("title")]
-            for m in rows
-        ],
+        ["MISSION", "STATE", "WORK PACKAGES", "TITLE"],
+        [[m.get("id"), m.get("state"), _counts(m), m.get("title")] for m in rows],
         styles={1: state_style},
         empty="No missions yet: `ephyra missions create TITLE` makes one.",
     )
@@ -128,13 +132,7 @@ def run_list(ctx: Context) -> int:
 
 def _counts(mission: dict) -> str:
     counts = mission.get("wp_counts") or {}
-    if isinstance(counts, list):  # [[state, n], ...] or [{"state", "count"}, ...]
-        counts = dict(
-            (c.get("state"), c.get("count")) if isinstance(c, dict) else (c[0], c[-1])
-            for c in counts
-        )
-    shown = [f"{n} {s}" for s, n in counts.items() if n]
-    return ", ".join(shown) or "-"
+    return ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "-"
 
 
 def run_show(ctx: Context) -> int:
@@ -147,12 +145,14 @@ def run_show(ctx: Context) -> int:
     out.pairs(
         [
             ("state", out.state(str(mission.get("state")))),
-            ("revision", mission.get("revision")),
             ("head", mission.get("head")),
-            ("your roles", mission.get("roles") or mission.get("my_roles") or []),
+            ("your roles", mission.get("roles") or "none"),
+            ("people", _people(mission.get("people") or {})),
             ("supersedes", mission.get("supersedes") or "-"),
+            ("superseded by", mission.get("superseded_by") or "-"),
         ]
     )
+    wps = _wps(mission)
     out.line()
     out.line(out.paint("work packages", "bold"))
     out.table(
@@ -167,12 +167,14 @@ def run_show(ctx: Context) -> int:
                 w.get("checker") or "",
                 w.get("title"),
             ]
-            for w in _wps(mission)
+            for w in wps
         ],
         styles={1: state_style},
         empty="  (none yet: `ephyra missions add-wp`)",
     )
-    offers = mission.get("offers") or []
+    offers = list(mission.get("offers") or [])
+    for wp in wps:
+        offers.extend(wp.get("offers") or [])
     out.line()
     out.line(out.paint("moves you may make", "bold"))
     out.table(
@@ -188,8 +190,7 @@ def run_show(ctx: Context) -> int:
         ],
         empty="  (none now)",
     )
-    ledger = mission.get("attempts") if isinstance(mission.get("attempts"), list) else None
-    ledger = ledger if ledger is not None else mission.get("attempt_ledger") or []
+    ledger = mission.get("ledger") or []
     if ledger:
         out.line()
         out.line(out.paint("attempt ledger", "bold"))
@@ -215,36 +216,49 @@ def run_show(ctx: Context) -> int:
         out.table(
             ["AT", "WHO", "ROLE", "WHAT"],
             [
-                [
-                    short_time(h.get("at")),
-                    h.get("actor"),
-                    h.get("role") or "",
-                    h.get("summary") or h.get("message") or h.get("kind"),
-                ]
+                [short_time(h.get("at")), h.get("actor"), h.get("role") or "", _what(h)]
                 for h in history
             ],
         )
     return 0
 
 
+def _people(people: dict) -> str:
+    parts = []
+    for role, names in people.items():
+        shown = ", ".join(str(n) for n in names) if isinstance(names, list) else str(names)
+        if shown:
+            parts.append(f"{role}: {shown}")
+    return "; ".join(parts) or "-"
+
+
+def _what(entry: dict) -> str:
+    subject, kind = entry.get("subject") or "", entry.get("kind") or ""
+    before, after = entry.get("before") or "", entry.get("after") or ""
+    move = f" {before} > {after}" if before or after else ""
+    return f"{kind} {subject}{move}".strip()
+
+
 def _quest_of(wp: dict) -> str:
     quest = wp.get("quest")
-    if isinstance(quest, dict):
-        return str(quest.get("id") or "")
-    return str(quest or "")
+    return str(quest.get("id") or "") if isinstance(quest, dict) else ""
 
 
 def _quest_state(wp: dict) -> str:
     quest = wp.get("quest")
-    if isinstance(quest, dict):
-        where = f" ({quest['checkpoint']})" if quest.get("checkpoint") else ""
-        return f"{quest.get('state') or 'queued'}{where}"
-    return str(wp.get("quest_state") or "")
+    if not isinstance(quest, dict):
+        return ""
+    if not quest.get("found", True) or not quest.get("state"):
+        return "queued for the worker"
+    where = f" at {quest['checkpoint']}" if quest.get("checkpoint") else ""
+    return f"{quest.get('state')}{where}"
 
 
 def _done(ctx: Context, answer: dict, text: str) -> int:
     if ctx.out.as_json:
         ctx.out.json(answer)
+    elif answer.get("status") == "duplicate":
+        ctx.out.line(f"{text} (already done with this key: nothing new)")
     else:
         ctx.out.line(text)
     return 0
@@ -261,45 +275,59 @@ def run_create(ctx: Context) -> int:
 
 
 def _head(ctx: Context, mission_id: str) -> tuple[str, dict]:
-    if ctx.args.head:
-        return ctx.args.head, {}
     mission = ctx.client().get(_base(ctx, mission_id))
-    return str(mission.get("head") or ""), mission
+    return str(getattr(ctx.args, "head", None) or mission.get("head") or ""), mission
 
 
 def run_add_wp(ctx: Context) -> int:
     args = ctx.args
-    head, _ = _head(ctx, args.mission) if hasattr(args, "head") else ("", {})
+    before = {w.get("id") for w in _wps(ctx.client().get(_base(ctx, args.mission)))}
     answer = ctx.client().post(
-        f"{_base(ctx, args.mission)}/wps", {"title": args.title, "head": head}, key=args.key
+        f"{_base(ctx, args.mission)}/wps", {"title": args.title}, key=args.key
     )
-    mission = _mission_of(answer)
-    new = answer.get("wp") or (_wps(mission)[-1].get("id") if _wps(mission) else "")
-    return _done(ctx, answer, f"{args.mission}: work package {new} is added.")
+    added = [w.get("id") for w in _wps(_mission_of(answer)) if w.get("id") not in before]
+    name = added[0] if added else "?"
+    return _done(ctx, answer, f"{args.mission}: work package {name} is added.")
 
 
-def evidence_of(items: list[str], required: str) -> dict[str, Any]:
-    evidence: dict[str, Any] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip() or " " in name.strip():
-            if not required:
-                raise UsageError(
-                    f"--evidence {item!r}: write NAME=VALUE (no required name is known)"
-                )
-            name, value = required, item
-        evidence[name.strip()] = value
-    return evidence
+def evidence_of(ctx: Context, mission_id: str) -> dict[str, Any]:
+    """The one evidence item of a move, as the API takes it."""
+    args = ctx.args
+    if args.link:
+        return {"kind": "link", "link": args.link}
+    if args.proof:
+        return {"kind": "proof"}
+    if args.quest_state:
+        return {"kind": "quest"}
+    if args.file:
+        uploaded = upload(ctx, mission_id, Path(args.file))
+        return {"kind": "file", "sha256": uploaded["sha256"], "name": uploaded["name"]}
+    if args.evidence is None:
+        raise UsageError(
+            "a move needs its evidence: --evidence TEXT, --link, --file, --proof or --quest-state"
+            " (`ephyra missions show` names what each move requires)"
+        )
+    name, sep, text = args.evidence.partition("=")
+    if sep and name.strip() and " " not in name.strip():
+        return {name.strip(): text}
+    return {"kind": "text", "text": args.evidence}
+
+
+def upload(ctx: Context, mission_id: str, path: Path) -> dict[str, Any]:
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    return ctx.client().upload(f"{_base(ctx, mission_id)}/evidence", "file", path.name, content)
 
 
 def run_move(ctx: Context) -> int:
     args = ctx.args
-    head, mission = _head(ctx, args.mission)
-    required = _required_evidence(mission, args.wp or args.mission, args.to)
+    head, _ = _head(ctx, args.mission)
     body = {
         "to": args.to,
         "role": args.role,
-        "evidence": evidence_of(args.evidence, required),
+        "evidence": evidence_of(ctx, args.mission),
         "note": args.note,
         "head": head,
     }
@@ -307,21 +335,10 @@ def run_move(ctx: Context) -> int:
     path = f"{path}/wps/{args.wp}/transition" if args.wp else f"{path}/transition"
     answer = ctx.client().post(path, body, key=args.key)
     now = _mission_of(answer)
-    subject = args.wp or args.mission
-    state = args.to
+    subject, state = args.wp or args.mission, now.get("state")
     if args.wp:
-        state = next((w.get("state") for w in _wps(now) if w.get("id") == args.wp), state)
-    else:
-        state = now.get("state") or state
+        state = next((w.get("state") for w in _wps(now) if w.get("id") == args.wp), args.to)
     return _done(ctx, answer, f"{args.mission}: {subject} is now {ctx.out.state(str(state))}")
-
-
-def _required_evidence(mission: dict, subject: str, to: str) -> str:
-    """The evidence name the move requires, from the moves the server offers this person."""
-    for offer in mission.get("offers") or []:
-        if offer.get("subject") == subject and offer.get("to") == to:
-            return str(offer.get("evidence") or "")
-    return ""
 
 
 def run_link(ctx: Context) -> int:
@@ -332,7 +349,6 @@ def run_link(ctx: Context) -> int:
         {"quest": args.quest, "head": head},
         key=args.key,
     )
-    quest = answer.get("quest") or args.quest or "a new quest"
-    if isinstance(quest, dict):
-        quest = quest.get("id")
+    wp = next((w for w in _wps(_mission_of(answer)) if w.get("id") == args.wp), {})
+    quest = _quest_of(wp) or args.quest or "a new quest"
     return _done(ctx, answer, f"{args.mission}: {args.wp} is carried by quest {quest}.")

@@ -125,20 +125,14 @@ def run_propose(ctx: Context) -> int:
     return EXIT_OK
 
 
-def _versions(ctx: Context, workspace: str) -> list[dict]:
-    answer = ctx.client().get(f"workspaces/{workspace}/policy/versions")
-    return answer.get("results", []) if isinstance(answer, dict) else answer
-
-
 def run_versions(ctx: Context) -> int:
     workspace = ctx.workspace()
     answer = ctx.client().get(f"workspaces/{workspace}/policy/versions")
     if ctx.out.as_json:
         ctx.out.json(answer)
         return EXIT_OK
-    rows = answer.get("results", []) if isinstance(answer, dict) else answer
     ctx.out.table(
-        ["N", "DIGEST", "CURRENT", "BY", "AT", "PROPOSALS"],
+        ["N", "DIGEST", "CURRENT", "BY", "AT"],
         [
             [
                 v.get("number"),
@@ -146,17 +140,34 @@ def run_versions(ctx: Context) -> int:
                 "current" if v.get("current") else "",
                 v.get("reviewed_by"),
                 short_time(v.get("created_at")),
-                _proposals(v),
             ]
-            for v in rows
+            for v in answer.get("results", [])
         ],
         empty=f"{workspace} has no policy version of its own: it follows the built-in default.",
     )
+    proposals = answer.get("proposals") or []
+    if proposals:
+        ctx.out.line()
+        ctx.out.table(
+            ["PROPOSAL", "STATE", "DIGEST", "PROPOSED BY", "DECIDED BY", "NOTE"],
+            [
+                [
+                    p.get("id"),
+                    p.get("state"),
+                    str(p.get("digest", ""))[:19],
+                    p.get("proposed_by"),
+                    p.get("decided_by") or "",
+                    p.get("note") or p.get("reason") or "",
+                ]
+                for p in proposals
+            ],
+            styles={1: state_style},
+        )
     return EXIT_OK
 
 
-def _proposals(version: dict) -> str:
-    return ", ".join(f"{p.get('id')} {p.get('state')}" for p in version.get("proposals") or [] if p)
+def _versions(ctx: Context, workspace: str) -> list[dict]:
+    return ctx.client().get(f"workspaces/{workspace}/policy/versions").get("results", [])
 
 
 def run_show(ctx: Context) -> int:

@@ -151,7 +151,7 @@ def run_show(ctx: Context) -> int:
     out.pairs(
         [
             ("state", out.state(state) + (f" at checkpoint {checkpoint}" if checkpoint else "")),
-            ("path", path_line(ctx, state)),
+            ("path", path_line(ctx, quest)),
             ("severity", f"{quest.get('severity')} (risk {quest.get('risk') or '-'})"),
             ("claimed by", quest.get("claimed_by") or "nobody"),
             ("revision", quest.get("revision")),
@@ -180,11 +180,18 @@ def run_show(ctx: Context) -> int:
     out.line()
     out.line(out.paint("timeline", "bold"))
     out.table(
-        ["AT", "TYPE", "ACTOR", "SUMMARY"],
+        ["AT", "TYPE", "ACTOR", "OUTCOME", "SUMMARY"],
         [
-            [short_time(t.get("at")), t.get("type"), t.get("actor"), t.get("summary")]
+            [
+                short_time(t.get("at")),
+                t.get("type"),
+                t.get("actor") or "",
+                t.get("outcome"),
+                t.get("summary"),
+            ]
             for t in quest.get("timeline") or []
         ],
+        styles={3: lambda text: "" if text == "accepted" else "red"},
         empty="  (nothing yet)",
     )
     effects = quest.get("effects") or []
@@ -203,20 +210,27 @@ def _verdict_style(verdict: str) -> str:
     return {"passed": "green", "pass": "green", "failed": "red", "fail": "red"}.get(verdict, "")
 
 
-def path_line(ctx: Context, state: str) -> str:
-    """The main line with the states passed dimmed, the current one bright, checkpoints
-    named; a quest off the main line (parked, claimed, rolled back) says so."""
+def path_line(ctx: Context, quest: dict) -> str:
+    """The states the quest went through, oldest first (from its timeline), the current one
+    bright; then, dimmed, the rest of the main line it has still to walk."""
+    walked: list[str] = []
+    for entry in reversed(quest.get("timeline") or []):  # the timeline is newest first
+        state = entry.get("state")
+        if state and (not walked or walked[-1] != state):
+            walked.append(str(state))
+    current = str(quest.get("state"))
+    if not walked or walked[-1] != current:
+        walked.append(current)
     names = [str(s) for s in MAIN_LINE]
-    here = names.index(state) if state in names else -1
-    parts = []
-    for index, name in enumerate(names):
-        label = f"{name}({CHECKPOINT_AT[name]})" if name in CHECKPOINT_AT else name
-        if index == here:
-            parts.append(ctx.out.paint(f"[{label}]", "bold"))
-        else:
-            parts.append(ctx.out.paint(label, "dim") if index < here else label)
-    line = " > ".join(parts)
-    return line if here >= 0 else f"{line}  (now off the main line: {state})"
+    ahead = names[names.index(current) + 1 :] if current in names else []
+    shown = [_label(name) for name in walked[:-1]]
+    shown.append(ctx.out.paint(f"[{_label(current)}]", "bold"))
+    shown.extend(ctx.out.paint(_label(name), "dim") for name in ahead)
+    return " > ".join(shown)
+
+
+def _label(state: str) -> str:
+    return f"{state}({CHECKPOINT_AT[state]})" if state in CHECKPOINT_AT else state
 
 
 def act(ctx: Context, action: str, body: dict[str, Any], *, quest: dict | None = None) -> int:
