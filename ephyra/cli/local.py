@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ephyra.cli.context import Context
-from ephyra.policy import DEFAULT_POLICY_PATH
-from ephyra.replay import replay_file
 
 
 def register(commands, common) -> None:
@@ -21,11 +19,15 @@ def register(commands, common) -> None:
     replay.add_argument(
         "--policy",
         type=Path,
-        default=DEFAULT_POLICY_PATH,
         help="autonomy policy (YAML); default: the built-in default policy",
     )
     replay.set_defaults(run=run_replay)
 
 
 def run_replay(ctx: Context) -> int:
-    return replay_file(ctx.args.file, ctx.args.policy, ctx.out.out, ctx.out.err)
+    # imported here: the machine and pydantic cost a server command's start for nothing
+    from ephyra.policy import DEFAULT_POLICY_PATH
+    from ephyra.replay import replay_file
+
+    policy = ctx.args.policy or DEFAULT_POLICY_PATH
+    return replay_file(ctx.args.file, policy, ctx.out.out, ctx.out.err)

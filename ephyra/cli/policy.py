@@ -9,8 +9,6 @@ from pathlib import Path
 from ephyra.cli.context import Context, UsageError
 from ephyra.cli.http import EXIT_OK, EXIT_USAGE
 from ephyra.cli.output import short_time, state_style
-from ephyra.policy import PolicyError, parse_policy
-from ephyra.policy.autonomy import policy_digest
 
 
 def register(commands, common) -> None:
@@ -69,6 +67,8 @@ def read_text(name: str) -> str:
 
 def check_text(ctx: Context, name: str, text: str) -> bool:
     """Print the problems (``file:line: field.path: message``) and say whether it is valid."""
+    from ephyra.policy import PolicyError, parse_policy  # see local.run_replay
+
     source = "<stdin>" if name == "-" else name
     try:
         parse_policy(text, source=source)
@@ -90,6 +90,12 @@ def check_text(ctx: Context, name: str, text: str) -> bool:
                 ctx.out.note(f"{source}:{where}: {path or '(top)'}: {message}")
         return False
     return True
+
+
+def policy_digest(text: str) -> str:
+    from ephyra.policy.autonomy import policy_digest as digest
+
+    return digest(text)
 
 
 def run_check(ctx: Context) -> int:
