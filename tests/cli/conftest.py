@@ -63,3 +63,98 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.fixture
+def serving(transactional_db, settings, tmp_path):
+    """A worker thread serving every workspace, polling fast, for the length of the test (as
+    ``make run`` starts one beside the server). No adapter answers for the outside world: a
+    test plays it (``advance``) or names the adapters it needs before this fixture runs."""
+    from ephyra.compose import BUILTIN_ADAPTERS, effect_adapters
+    from tests.audit_tampering import erase_audit_log
+    from worker.loop import Worker
+
+    settings.EPHYRA_POLL_MS = 20
+    settings.EPHYRA_ACTION_WAIT_MS = 10_000
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir(exist_ok=True)
+    settings.EPHYRA_EFFECT_ADAPTERS = {name: "" for name in BUILTIN_ADAPTERS}
+    effect_adapters.cache_clear()
+    worker = Worker(owner="cli-test-worker")
+    worker.start()
+    yield worker
+    worker.stop()
+    effect_adapters.cache_clear()
+    erase_audit_log()  # the append-only audit rows would refuse the flush after the test
+
+
+@pytest.fixture
+def shop(tmp_path, serving):
+    """The workspace ``shop`` (and ``other``) with rita (reviewer), ada and adam (admins),
+    mia and cora (reviewers, for missions) and sam (staff); olga is an admin of ``other``."""
+    from journal.store import Journal
+    from quests.models import Workspace
+    from quests.roles import Role
+    from tests.quests.conftest import person
+
+    for slug in ("shop", "other"):
+        path = tmp_path / f"{slug}.git"
+        Journal.init(path, bare=True)
+        Workspace.objects.create(slug=slug, name=slug.title(), repository=str(path))
+    person("rita", shop=[Role.REVIEWER])
+    person("mia", shop=[Role.REVIEWER])
+    person("cora", shop=[Role.REVIEWER])
+    person("ada", shop=[Role.ADMIN])
+    person("adam", shop=[Role.ADMIN])
+    person("sam", shop=[Role.STAFF])
+    person("olga", other=[Role.ADMIN])
+    return Workspace.objects.get(slug="shop")
+
+
+@pytest.fixture
+def server(live_server, shop):
+    """The live server's URL and ``as_(username)``: the environment that makes ``ephyra`` act
+    as that person (a fresh personal token of the person's role in shop, or in other)."""
+    from django.contrib.auth import get_user_model
+
+    from api.tokens import token_create
+    from quests.roles import workspace_roles
+
+    tokens: dict[str, str] = {}
+
+    def as_(username: str, workspace: str = "shop") -> dict[str, str]:
+        if username not in tokens:
+            user = get_user_model().objects.get(username=username)
+            role = sorted(workspace_roles(user)[workspace])[0]
+            tokens[username] = token_create(user, workspaces=[workspace], role=role).token
+        return {"EPHYRA_URL": live_server.url, "EPHYRA_TOKEN": tokens[username]}
+
+    return Server(live_server.url, as_)
+
+
+@dataclass
+class Server:
+    url: str
+    as_: object
+
+
+def advance(workspace, story, until: str) -> None:
+    """Submit the outside world's next events (a reproduction, a plan, a proof) for the worker
+    until the quest is ``until``."""
+    from ephyra.core.quest import Quest as QuestValue
+    from ledger.inbound import submit_event
+    from quests.models import Quest
+    from tests.core.lifecycle_helpers import next_event
+    from tests.quests.conftest import PASSING
+    from tests.waiting import wait_until
+
+    for _ in range(20):
+        row = Quest.objects.filter(workspace=workspace, quest_id=story.quest).first()
+        if row is not None and row.state == until:
+            return
+        value = None if row is None else QuestValue.from_dict(row.data)
+        submit_event(workspace, next_event(story, value, checks=PASSING), source="test")
+        head = row.journal_head if row else ""
+        moved = Quest.objects.filter(quest_id=story.quest).exclude(journal_head=head)
+        assert wait_until(moved.exists, 20), "the worker did not apply the event"
+    raise AssertionError(f"{story.quest} never reached {until}")
