@@ -155,3 +155,64 @@ def test_an_unknown_quest_another_workspace_or_a_wrong_token_exit_three(ephyra, 
     assert wrong.err.startswith("error: ")
     staff = ephyra("audit", "verify", env=server.as_("rita"))  # a reviewer may not audit
     assert staff.code == 3
+
+
+def test_pause_resume_release_and_kill_act_and_say_where_the_quest_now_is(ephyra, server, shop):
+    drive(shop, "checkout-500", "hypothesised")
+    rita = server.as_("rita")
+    paused = ephyra("pause", "checkout-500", "-m", "waiting for the vendor", env=rita)
+    assert (paused.code, paused.out) == (0, "pause: applied; shop/checkout-500 is now parked\n")
+    resumed = ephyra("resume", "shop/checkout-500", env=rita)
+    assert resumed.out == "resume: applied; shop/checkout-500 is now hypothesised at checkpoint A\n"
+    assert ephyra("claim", "checkout-500", env=rita).code == 0
+    released = ephyra("release", "checkout-500", env=rita)
+    assert (
+        released.out == "release: applied; shop/checkout-500 is now hypothesised at checkpoint A\n"
+    )
+    commented = ephyra("comment", "checkout-500", "-m", "looked at it", env=rita)
+    assert commented.code == 0, commented.err
+    no_reason = ephyra("kill", "checkout-500", env=rita)
+    assert no_reason.code == 2  # a kill says why
+    denied = ephyra("kill", "checkout-500", "-m", "not ours to fix", env=rita)
+    assert (denied.code, denied.err) == (3, "error: kill in shop needs the role admin\n")
+    ada = server.as_("ada")
+    killed = ephyra("kill", "checkout-500", "-m", "not ours to fix", "--json", env=ada)
+    assert killed.code == 0, killed.err
+    answer = json.loads(killed.out)
+    assert (answer["status"], answer["quest"]["state"]) == ("applied", "abandoned")
+
+
+def test_a_retry_with_the_same_key_and_head_applies_an_action_once(ephyra, server, shop):
+    drive(shop, "checkout-500", "hypothesised")
+    rita = server.as_("rita")
+    head = json.loads(ephyra("show", "checkout-500", "--json", env=rita).out)["head"]
+    once = ["comment", "checkout-500", "-m", "once", "--key", "k-1", "--head", head, "--json"]
+    first, again = ephyra(*once, env=rita), ephyra(*once, env=rita)
+    assert (first.code, again.code) == (0, 0), again.err
+    assert json.loads(first.out)["event"] == json.loads(again.out)["event"]
+    timeline = json.loads(ephyra("show", "checkout-500", "--json", env=rita).out)["timeline"]
+    assert [t["type"] for t in timeline].count("comment_added") == 1
+    # The same key for another request is refused, not applied.
+    other = ephyra("comment", "checkout-500", "-m", "twice", "--key", "k-1", env=rita)
+    assert other.code == 1
+    assert "this Idempotency-Key was used for a different request" in other.err
+
+
+def test_past_the_rate_the_server_cannot_be_used_now_exit_four(ephyra, server, shop, settings):
+    rita = server.as_("rita")
+    settings.EPHYRA_API_RATE_LIMIT = 2
+    settings.EPHYRA_API_RATE_WINDOW = 1_000_000  # fixed windows: no boundary mid-test
+    assert ephyra("whoami", env=rita).code == 0
+    assert ephyra("whoami", env=rita).code == 0
+    limited = ephyra("whoami", env=rita)
+    assert limited.code == 4
+    assert "(retry after " in limited.err
+
+
+def test_workspaces_lists_those_the_token_reads_with_the_roles(ephyra, server, shop):
+    ran = ephyra("workspaces", env=server.as_("ada"))
+    assert ran.code == 0, ran.err
+    assert [line.split() for line in ran.out.splitlines()] == [
+        ["WORKSPACE", "NAME", "ROLES"],
+        ["shop", "Shop", "admin"],
+    ]
