@@ -152,7 +152,9 @@ def _problem(failure: urllib.error.HTTPError) -> ApiError:
     message = str(detail)
     if status == 409 and problem.get("state"):
         head = str(problem.get("head") or "")[:12]
-        message = f"{message} (now {problem['state']}{', head ' + head if head else ''})"
+        now = [] if f"now {problem['state']}" in message else [f"now {problem['state']}"]
+        now += [f"head {head}"] if head else []
+        message = f"{message} ({', '.join(now)})" if now else message
     elif status == 422 and problem.get("reason") and problem["reason"] not in message:
         message = f"{message}: {problem['reason']}"
     elif status == 429:

@@ -127,7 +127,9 @@ def test_an_action_on_a_quest_that_moved_since_it_was_read_exits_one_and_says_so
     ran = ephyra("approve", "checkout-500", "--checkpoint", "A", "--head", seen, env=rita)
     assert ran.code == 1
     assert ran.err.startswith("error: ")
-    assert f"(now handed_off, head {now.journal_head[:12]})" in ran.err
+    assert "the quest moved on since you saw it" in ran.err
+    assert f"now handed_off at revision {now.revision}" in ran.err
+    assert ran.err.endswith(f"(head {now.journal_head[:12]})\n")
     assert Quest.objects.get(quest_id="checkout-500").journal_head == now.journal_head
 
 
