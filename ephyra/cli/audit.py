@@ -58,10 +58,10 @@ def run_verify(ctx: Context) -> int:
             + ctx.out.paint("ok", "green")
         )
     else:
-        bad = answer.get("first_bad")
+        bad, verified = answer.get("first_bad"), answer.get("entries")
         ctx.out.line(
-            f"{workspace}: the audit chain is {ctx.out.paint('BROKEN', 'red')} "
-            f"at {bad} ({answer.get('entries')} entries checked)"
+            f"{workspace}: the audit chain is {ctx.out.paint('BROKEN', 'red')} at entry {bad} "
+            f"({verified} verified before it)"
         )
         if answer.get("problem"):
             ctx.out.line(str(answer["problem"]))
