@@ -74,7 +74,7 @@ class Page(s.Serializer):
 
 
 class PolicyText(s.Serializer):
-    text = s.CharField(max_length=200_000)
+    text = s.CharField(max_length=200_000, trim_whitespace=False)
     note = s.CharField(required=False, allow_blank=True, default="", max_length=2000)
 
 

@@ -24,7 +24,7 @@ from api.models import ApiToken, TokenActor
 from ephyra.webhooks.signatures import hash_token, verify_token_hash
 from ledger.audit import audit_append
 from quests.models import Workspace
-from quests.roles import ALLOWED, Role, group_name, workspace_roles
+from quests.roles import ALLOWED, Role, workspace_roles
 
 PREFIX = "eph_"
 PREFIX_LENGTH = 12  # "eph_" and 8 random characters
@@ -152,10 +152,11 @@ def token_actor(row: ApiToken) -> TokenActor:
         for slug in row.workspaces
         for role in effective_roles(held.get(slug, frozenset()), Role(row.role))
     ]
-    if owner.is_superuser and names:
-        # A superuser holds every role without its group; the checks read groups.
-        for workspace in Workspace.objects.filter(slug__in=row.workspaces):
-            Group.objects.get_or_create(name=group_name(workspace, Role(row.role)))
+    # The checks read role groups; a token's role may be one its owner holds through another
+    # (an admin's reviewer token) or through being a superuser, whose group may not exist yet.
+    if names and Group.objects.filter(name__in=names).count() < len(names):
+        for name in names:
+            Group.objects.get_or_create(name=name)
     actor.token_groups = names
     actor.api_token = row
     return actor
