@@ -106,6 +106,16 @@ def test_a_policy_is_proposed_by_one_admin_approved_by_another_and_shown(
 
     shown = ephyra("policy", "show", env=ada)
     assert shown.out == text
+    again = ephyra("policy", "propose", str(DEFAULT_POLICY), env=ada)
+    assert again.code == 0, again.err
+    second = PolicyProposal.objects.latest("pk").pk
+    withdrawn = ephyra("policy", "withdraw", str(second), env=ada)
+    assert (withdrawn.code, withdrawn.out) == (0, f"proposal {second}: withdrawn\n")
+    assert ephyra("policy", "propose", str(DEFAULT_POLICY), env=ada).code == 0
+    third = PolicyProposal.objects.latest("pk").pk
+    rejected = ephyra("policy", "reject", str(third), "-m", "keep 4", env=adam)
+    assert (rejected.code, rejected.out) == (0, f"proposal {third}: rejected\n")
+    assert ephyra("policy", "show", env=ada).out == text  # still the approved one
     versions = ephyra("policy", "versions", env=ada).out.splitlines()
     assert versions[1].split()[:3] == ["1", proposal.version.digest[:19], "current"]
 

@@ -106,6 +106,9 @@ def test_a_reviewer_claims_then_approves_at_the_checkpoint(ephyra, server, shop)
     claimed = ephyra("claim", "checkout-500", env=rita)
     assert claimed.code == 0, claimed.err
     assert claimed.out == "claim: applied; shop/checkout-500 is now handed_off at checkpoint A\n"
+    mine = ephyra("quests", "--mine", "-w", "shop", env=rita).out.splitlines()
+    assert [line.split()[:3] for line in mine[1:]] == [["checkout-500", "handed_off", "A"]]
+    assert ephyra("quests", "--unclaimed", "-w", "shop", env=rita).out == "No quests match.\n"
     approved = ephyra("approve", "checkout-500", "-m", "the hypothesis holds", env=rita)
     assert approved.code == 0, approved.err
     quest = Quest.objects.get(quest_id="checkout-500")
