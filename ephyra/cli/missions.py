@@ -66,25 +66,23 @@ def register(commands, common) -> None:
     move.add_argument("--wp", help="move this work package instead of the mission")
     move.add_argument("--to", required=True, type=_state, help="the state to move to")
     move.add_argument("--role", required=True, choices=ROLES, help="the role you act in")
-    given = move.add_mutually_exclusive_group()
-    given.add_argument(
-        "-e",
-        "--evidence",
-        metavar="[NAME=]TEXT",
-        help="the evidence the move requires, as text (NAME is the move's evidence name)",
-    )
-    given.add_argument("--link", metavar="URL", help="the evidence as an http(s) link")
-    given.add_argument("--file", metavar="PATH", help="the evidence as a file (uploaded)")
-    given.add_argument(
-        "--proof", action="store_true", help="the evidence: the carrying quest's proof bundle"
-    )
-    given.add_argument(
-        "--quest-state", action="store_true", help="the evidence: the carrying quest as it is"
-    )
+    evidence_options(move)
     move.add_argument("-m", "--note", default="", help="a note for the attempt ledger")
     move.add_argument("--head", help="act only if the mission is still at this journal head")
     move.add_argument("--key", default="", help="Idempotency-Key: the same key applies once")
     move.set_defaults(run=run_move)
+
+    supersede = subs.add_parser(
+        "supersede", parents=[common], help="replace a FAILED work package by a new one"
+    )
+    supersede.add_argument("mission", metavar="MID")
+    supersede.add_argument("wp", metavar="WP", help="the failed work package")
+    supersede.add_argument("title", metavar="TITLE", help="the new work package's title")
+    supersede.add_argument("--role", required=True, choices=ROLES, help="the role you act in")
+    evidence_options(supersede)
+    supersede.add_argument("--head", help="act only if the mission is still at this journal head")
+    supersede.add_argument("--key", default="", help="Idempotency-Key: the same key applies once")
+    supersede.set_defaults(run=run_supersede)
 
     link = subs.add_parser("link", parents=[common], help="link a WP to the quest carrying it")
     link.add_argument("mission", metavar="MID")
@@ -99,6 +97,25 @@ def register(commands, common) -> None:
     link.add_argument("--head", help="act only if the mission is still at this journal head")
     link.add_argument("--key", default="", help="Idempotency-Key: the same key links once")
     link.set_defaults(run=run_link)
+
+
+def evidence_options(parser) -> None:
+    """The one evidence item a move gives, in one of its kinds (docs/missions.md)."""
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument(
+        "-e",
+        "--evidence",
+        metavar="[NAME=]TEXT",
+        help="the evidence the move requires, as text (NAME is the move's evidence name)",
+    )
+    given.add_argument("--link", metavar="URL", help="the evidence as an http(s) link")
+    given.add_argument("--file", metavar="PATH", help="the evidence as a file (uploaded)")
+    given.add_argument(
+        "--proof", action="store_true", help="the evidence: the carrying quest's proof bundle"
+    )
+    given.add_argument(
+        "--quest-state", action="store_true", help="the evidence: the carrying quest as it is"
+    )
 
 
 def _state(text: str) -> str:
@@ -163,7 +180,7 @@ def run_show(ctx: Context) -> int:
                 w.get("state"),
                 _quest_of(w),
                 _quest_state(w),
-                w.get("makers") or [],
+                ", ".join(w.get("makers") or []),
                 w.get("checker") or "",
                 w.get("title"),
             ]
@@ -200,8 +217,8 @@ def run_show(ctx: Context) -> int:
                 [
                     a.get("sequence"),
                     a.get("subject"),
-                    a.get("from_state"),
-                    a.get("to_state"),
+                    a.get("from"),
+                    a.get("to"),
                     a.get("actor"),
                     a.get("role"),
                     a.get("reason"),
@@ -339,6 +356,24 @@ def run_move(ctx: Context) -> int:
     if args.wp:
         state = next((w.get("state") for w in _wps(now) if w.get("id") == args.wp), args.to)
     return _done(ctx, answer, f"{args.mission}: {subject} is now {ctx.out.state(str(state))}")
+
+
+def run_supersede(ctx: Context) -> int:
+    args = ctx.args
+    head, before = _head(ctx, args.mission)
+    known = {w.get("id") for w in _wps(before)}
+    body = {
+        "title": args.title,
+        "role": args.role,
+        "evidence": evidence_of(ctx, args.mission),
+        "head": head,
+    }
+    answer = ctx.client().post(
+        f"{_base(ctx, args.mission)}/wps/{args.wp}/supersede", body, key=args.key
+    )
+    added = [w.get("id") for w in _wps(_mission_of(answer)) if w.get("id") not in known]
+    new = added[0] if added else "?"
+    return _done(ctx, answer, f"{args.mission}: {new} supersedes the failed {args.wp}.")
 
 
 def run_link(ctx: Context) -> int:

@@ -88,7 +88,7 @@ def test_a_mission_of_three_work_packages_goes_to_completed_through_ephyra(
 
 
 def test_the_machine_refuses_a_maker_passing_their_own_work_and_a_lead_cancelling(
-    ephyra, server, shop, people
+    ephyra, server, shop, people, tmp_path
 ):
     drive(shop, "checkout-500", "ready")
     ada, mia = people["ada"], people["mia"]
@@ -107,7 +107,10 @@ def test_the_machine_refuses_a_maker_passing_their_own_work_and_a_lead_cancellin
     ok(ada, "move", "m1", "--role", "lead", "--to", "ready", "-e", "plan")
     ok(ada, "move", "m1", "--role", "lead", "--to", "running", "-e", "go")
     ok(ada, "move", "m1", "--wp", "wp1", "--role", "lead", "--to", "in_progress", "-e", "go")
-    ok(mia, "move", "m1", "--wp", "wp1", "--role", "maker", "--to", "checking", "--proof")
+    result = tmp_path / "result.txt"
+    result.write_text("the totals round half up now\n")
+    ok(mia, "move", "m1", "--wp", "wp1", "--role", "maker", "--to", "checking", "--file",
+       str(result))  # fmt: skip
 
     own = ephyra("missions", "move", "m1", "--wp", "wp1", "--role", "checker", "--to", "done",
                  "-e", "looks fine to me", env=mia)  # fmt: skip
@@ -122,3 +125,26 @@ def test_the_machine_refuses_a_maker_passing_their_own_work_and_a_lead_cancellin
     no_evidence = ephyra("missions", "move", "m1", "--role", "lead", "--to", "review", env=ada)
     assert no_evidence.code == 2
     assert "a move needs its evidence" in no_evidence.err
+
+    # The file handed in is kept by its digest; the lead sends the work back, then gives up
+    # on it and supersedes it with a new work package, both in the attempt ledger.
+    detail = json.loads(ephyra("missions", "show", "m1", "--json", env=ada).out)
+    handed = next(h for h in detail["history"] if h.get("after") == "checking")
+    item = handed["evidence"]["result_produced"]
+    assert (item["kind"], item["name"], item["size"]) == ("file", "result.txt", 29)
+    ok(ada, "move", "m1", "--wp", "wp1", "--role", "lead", "--to", "in_progress",
+       "-e", "rounding still off")  # fmt: skip
+    ok(ada, "move", "m1", "--wp", "wp1", "--role", "lead", "--to", "failed", "-e", "wrong approach")
+    why = "the totals are rounded too late"
+    superseded = ephyra("missions", "supersede", "m1", "wp1", "Round in the ledger instead",
+                        "--role", "lead", "-e", why, env=ada)  # fmt: skip
+    assert (superseded.code, superseded.out) == (0, "m1: wp2 supersedes the failed wp1.\n")
+    new = WorkPackage.objects.get(wp_id="wp2")
+    assert (new.state, new.supersedes) == ("todo", "wp1")
+    shown = ephyra("missions", "show", "m1", env=ada).out
+    ledger = shown[shown.index("attempt ledger") :].splitlines()
+    assert ledger[1].split()[:4] == ["#", "SUBJECT", "FROM", "TO"]
+    assert [line.split()[:4] for line in ledger[2:4]] == [
+        ["2", "wp1", "failed", "todo"],  # newest first: the supersede
+        ["1", "wp1", "checking", "in_progress"],  # the repair cycle
+    ]
