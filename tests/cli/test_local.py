@@ -161,3 +161,21 @@ def test_a_usage_mistake_exits_two(ephyra):
     ran = ephyra("ledger", "resolve", "k1", "--verdict", "maybe", "-m", "x")
     assert ran.code == 2
     assert "invalid choice: 'maybe'" in ran.err
+
+
+def test_the_command_line_loads_no_django_and_no_app(cli_env):
+    """It must run where only the package is installed: import every command module and look."""
+    from tests.cli.conftest import SCRIPT
+
+    python = SCRIPT.parent / "python"
+    program = (
+        "import sys, ephyra.cli\n"
+        "from ephyra.cli import app\n"
+        "app.build_parser()\n"
+        "apps = ('django', 'rest_framework', 'quests', 'ledger', 'journal', 'missions', 'api')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in apps))\n"
+    )
+    done = subprocess.run(
+        [str(python), "-c", program], capture_output=True, text=True, env=cli_env, check=True
+    )
+    assert done.stdout == "[]\n"
