@@ -255,6 +255,7 @@ SPECTACULAR_SETTINGS = {
     "(docs/api.md). Every error is application/problem+json.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],  # the schema and its page need no credentials, and take none
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

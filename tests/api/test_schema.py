@@ -53,6 +53,8 @@ def test_the_schema_validates_as_openapi_with_no_warning(client, tmp_path):
         "422",
     }
     assert claim["responses"]["409"]["content"]["application/problem+json"]
+    # No credentials needed, and none looked at: a wrong one does not lock the schema away.
+    assert client.get("/api/schema/", HTTP_AUTHORIZATION="Basic Zm9vOmJhcg==").status_code == 200
 
 
 @pytest.mark.django_db
