@@ -8,6 +8,7 @@ import pty
 import select
 import subprocess
 import time
+import warnings
 
 import pytest
 
@@ -109,3 +110,41 @@ def test_watch_on_a_terminal_rewrites_one_progress_line(server, shop, cli_env):
     assert code == 0, shown
     assert shown.startswith(f"\r{ESC}2Kshop/checkout-500  {ESC}33mhypothesised{ESC}0m")
     assert "at checkpoint A" in shown
+
+
+def read_until(fd: int, marker: bytes, timeout: float = 30) -> bytes:
+    seen, deadline = b"", time.monotonic() + timeout
+    while marker not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def test_login_asks_for_the_url_and_the_token_without_echoing_the_token(server, cli_env):
+    token = server.as_("rita")["EPHYRA_TOKEN"]
+    with warnings.catch_warnings():
+        # Python 3.12 warns of fork() beside threads (the live server's); the child runs no
+        # Python of ours: it replaces itself with ephyra at once.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid, terminal = pty.fork()  # the child's controlling terminal, where getpass asks
+    if pid == 0:  # pragma: no cover - the child becomes ephyra at once
+        os.execve(str(SCRIPT), [str(SCRIPT), "login"], cli_env)
+    try:
+        assert b"Server URL: " in read_until(terminal, b"Server URL: ")
+        os.write(terminal, f"{server.url}\n".encode())
+        assert b"API token: " in read_until(terminal, b"API token: ")
+        os.write(terminal, f"{token}\n".encode())
+        after = read_until(terminal, b"saved to")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert f"Logged in to {server.url} as rita".encode() in after
+    assert token.encode() not in after  # typed, never shown
