@@ -18,6 +18,7 @@ from ephyra.environment import (
     env_origins,
     env_path,
     env_proxy_ssl_header,
+    env_secret,
     env_secret_key,
     env_str,
     filesystem_broker,
@@ -43,7 +44,7 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 # A load balancer or a container's health probe asks over plain HTTP, from inside.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
@@ -60,6 +61,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "journal",
     "ledger",
@@ -69,6 +72,8 @@ INSTALLED_APPS = [
     "missions",
     "worker",
     "inbox",
+    "ops",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -199,6 +204,9 @@ EPHYRA_EVIDENCE_MAX_BYTES = env_int("EPHYRA_EVIDENCE_MAX_BYTES", 10 * 1024 * 102
 # Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
 EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)
 EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
+# The HTTP API (api/): requests per personal token per window, then 429 with Retry-After.
+EPHYRA_API_RATE_LIMIT = env_int("EPHYRA_API_RATE_LIMIT", 600, minimum=1)
+EPHYRA_API_RATE_WINDOW = env_int("EPHYRA_API_RATE_WINDOW", 60, minimum=1)
 # The same per records (log records and spans) in the token's window: one export may hold
 # thousands. 0 turns it off.
 EPHYRA_OTLP_RECORD_LIMIT = env_int("EPHYRA_OTLP_RECORD_LIMIT", 100_000, minimum=0)
@@ -231,10 +239,27 @@ else:
         }
     }
 
+# Prometheus metrics (ops/): with a token, /metrics answers only "Authorization: Bearer <token>";
+# without one, only requests from the host itself (127.0.0.1, ::1). docs/observability.md.
+EPHYRA_METRICS_TOKEN = env_secret("EPHYRA_METRICS_TOKEN") or ""
+
+# "text" (the default) or "json": one JSON object per line, redacted (ephyra/jsonlog.py).
+EPHYRA_LOG_FORMAT = env_str("EPHYRA_LOG_FORMAT", "text").strip().lower()
+if EPHYRA_LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(
+        f"EPHYRA_LOG_FORMAT must be text or json, not {EPHYRA_LOG_FORMAT!r}"
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"()": "ephyra.logformat.RedactingFormatter"},
+        "json": {"()": "ephyra.logformat.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": EPHYRA_LOG_FORMAT},
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         # Celery's "Task ... received" and "... succeeded" lines, one pair per message. Its only
@@ -243,4 +268,30 @@ LOGGING = {
         "celery.worker.strategy": {"level": "WARNING"},
         "celery.app.trace": {"level": "WARNING"},
     },
+}
+
+# The HTTP API (api/, docs/api.md): its views name their own authentication; every error is a
+# problem (api/problems.py); the schema is drf-spectacular's, its pages served from our files.
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.problems.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Ephyra API",
+    "DESCRIPTION": "Quests, the ledger, the audit trail, policies and missions over HTTP "
+    "(docs/api.md). Every error is application/problem+json.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],  # the schema and its page need no credentials, and take none
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_problems",
+    ],
 }
