@@ -63,7 +63,7 @@ def test_an_event_id_taken_by_another_event_queues_nothing(workspace, tmp_path):
 
 def test_a_file_that_is_not_utf8_is_refused_naming_file_and_line(workspace, tmp_path):
     events = tmp_path / "latin1.jsonl"
-    events.write_bytes(Story("q1").signal().model_dump_json().encode() + b'\n{"caf\xe9": 1}\n')
+    events.write_bytes(Story("q1").signal().model_dump_json().encode() + b"\n{\"caf\xe9\": 1}\n")
     with pytest.raises(CommandError, match=r"latin1.jsonl:2: the line is not UTF-8 text"):
         call_command("apply_events", "shop", str(events))
     assert not InboundEvent.objects.exists()

@@ -171,7 +171,9 @@ def test_held_repeats_are_carried_when_the_window_ends_without_another_export(
     assert Quest.objects.get().signal_count == 6 == counted()
 
 
-def test_held_repeats_are_carried_by_the_worker_when_no_timer_runs(ingest_token, workspace, worker):
+def test_held_repeats_are_carried_by_the_worker_when_no_timer_runs(
+    ingest_token, workspace, worker
+):
     start = datetime.now(UTC) - timedelta(minutes=5)
     receive(ingest_token, copies(1, at=1), start)
     receive(ingest_token, copies(1, at=2), start + timedelta(seconds=1))  # merged at once

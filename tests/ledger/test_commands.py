@@ -129,7 +129,9 @@ def test_a_worker_says_at_start_which_effect_types_wait_without_an_adapter(works
     drive(workspace, Story("q1"), "proving")
     with caplog.at_level("WARNING", logger="worker.loop"):
         Worker(owner="w1").step()
-    assert "shop: no adapter for run_proof; their operations wait (run_proof=1)" in (caplog.text)
+    assert "shop: no adapter for run_proof; their operations wait (run_proof=1)" in (
+        caplog.text
+    )
     lease = workspace.lease
     lease.refresh_from_db()
     assert "start_agent" in lease.effect_types and "run_proof" not in lease.effect_types
