@@ -189,8 +189,9 @@ def test_a_proof_that_outlives_its_revision_is_refused_and_not_run_again(
     actions.human_revision_record(
         person, quest, head=theirs, seen=Seen(quest.journal_head, quest.revision), key="mine"
     )
-    quest = reached("ready", 180)
-    assert quest.revision == 2 and quest.data["patch_head"] == theirs
+    again = Quest.objects.filter(quest_id="q-cart", revision=2, state="ready")
+    assert wait_until(again.exists, 180), list(Quest.objects.values_list("revision", "state"))
+    assert again.get().data["patch_head"] == theirs
 
     # The first proof, delivered late, is not run: its outcome feeds nothing.
     adapter = effect_adapters()[EffectType.RUN_PROOF]

@@ -148,7 +148,9 @@ def approve(quest: Quest, checkpoint: str) -> None:
     )
 
 
-def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, settings, worker):
+def test_a_regression_is_researched_reproduced_located_reverted_and_proven(
+    tmp_path, settings, worker, client
+):
     shop, workspace = shop_workspace(tmp_path, settings)
     production_error(workspace, shop)
 
@@ -203,6 +205,13 @@ def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, se
     assert {tests["output_digest"], probe["output_digest"]} <= stored
     asked = Operation.objects.filter(quest_id="q-cart", type="request_checkpoint")
     assert wait_until(lambda: asked.filter(payload__checkpoint="C").exists(), 30)
+    # The quest page shows each check: its result, duration, output and the digest verified.
+    client.force_login(get_user_model().objects.get(username="ann"))
+    page = client.get("/q/shop/q-cart/").content.decode()
+    assert "matches the canonical SHA-256 recomputed here" in page
+    assert f"{tests['duration_ms']} ms" in page and tests["output_digest"] in page
+    assert "q-cart (this quest&#x27;s reproduction): passed" in page
+    assert "<summary>output</summary>" in page
 
 
 def test_a_revert_that_conflicts_parks_the_quest_with_the_files(tmp_path, settings, worker):
