@@ -8,6 +8,7 @@ from intake.otlp.models import (
     IngestToken,
     MergeWindow,
     MinuteCount,
+    RefusedExports,
 )
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "IngestedSignal",
     "MergeWindow",
     "MinuteCount",
+    "RefusedExports",
     "ReviewLink",
     "WebhookDelivery",
 ]
