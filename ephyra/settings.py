@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "quests",
     "intake",
     "landing",
+    "work",
     "missions",
     "worker",
     "inbox",
