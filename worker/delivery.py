@@ -201,7 +201,7 @@ def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
     counts = Counts(delivered=1)
     adapter = effect_adapters()[EffectType(op.type)]
     request = _request(workspace, op, fence)
-    faults.reach("after_claim")
+    faults.reach("after_claim", f"{op.type} {op.key}")
     if not retry_safe(request.type) and not request.still_holder():
         raise LeaseLost(f"{op.key}: the claim was lost before the write was sent")
     try:
@@ -234,7 +234,7 @@ def deliver_batch(fence: Fence, workspace: Workspace, ops: list[Operation]) -> C
     results: list[tuple[Operation, EffectResult]] = []
     for op in ops:
         adapter = effect_adapters()[EffectType(op.type)]
-        faults.reach("after_claim")
+        faults.reach("after_claim", f"{op.type} {op.key}")
         try:
             result = adapter.run(_request(workspace, op, fence))
         except ClaimLost:

@@ -99,6 +99,10 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _is_write(effect_type: str) -> bool:
+    return EffectType(effect_type) in WRITE_EFFECTS
+
+
 def _world_read(effect_type: str) -> bool:
     routed = {str(t) for t in world.ROUTED}
     return effect_type in routed and EffectType(effect_type) not in WRITE_EFFECTS
@@ -182,6 +186,7 @@ class RunConfig:
 # The lists of a run's result that are violations when not empty.
 PROBLEMS = (
     "crashes", "duplicates", "blind_retries", "lost", "stuck", "mismatches", "reads_unanswered",
+    "writes_not_ambiguous",
 )  # fmt: skip
 
 
@@ -204,6 +209,8 @@ class RunResult:
     ambiguous_left: int = 0  # still ambiguous at the end (the person settles them all)
     resolved: int = 0  # settled by the person
     reads_cut_off: list[str] = field(default_factory=list)  # killed after their call
+    writes_cut_off: list[str] = field(default_factory=list)  # killed between claim and outcome
+    writes_not_ambiguous: list[str] = field(default_factory=list)  # of those, never ambiguous
     reads_unanswered: list[str] = field(default_factory=list)  # of those, settled unasked
     reads_answered_again: int = 0  # reads asked again (delivered or checked) after their call
     requests: int = 0  # requests the world received
@@ -306,6 +313,8 @@ class _Run:
             self.result.killed_in.append(f"{point} {kind}".strip())
             if point == "after_call" and _world_read(kind):
                 self.result.reads_cut_off.append(key)
+            if point in ("after_claim", "after_call") and kind and _is_write(kind):
+                self.result.writes_cut_off.append(key)
         elif code != 0 and not worker.stopped:
             self.result.crashes.append(f"worker {worker.pid} exited {code}: {worker.crash()}")
 
@@ -437,7 +446,13 @@ def check(ws: Workspace, world_file: Path, quest_ids: list[str], result: RunResu
         workspace=ws, state=InboundEvent.State.PENDING
     ).count()
     audit = AuditEntry.objects.filter(workspace=ws)
-    result.ambiguous = audit.filter(action="operation.ambiguous").count()
+    ambiguous = set(audit.filter(action="operation.ambiguous").values_list("object", flat=True))
+    result.ambiguous = len(ambiguous)
+    # A write cut off between its claim and its outcome cannot be known to be unsent: the next
+    # worker must make it ambiguous and ask the world (never send it again blindly).
+    result.writes_not_ambiguous.extend(
+        key for key in result.writes_cut_off if f"operation:{key}" not in ambiguous
+    )
     result.dead = audit.filter(action="operation.dead").count()
     result.ambiguous_left = Operation.objects.filter(workspace=ws, state=State.AMBIGUOUS).count()
 
@@ -474,7 +489,7 @@ def _check_world(world_file: Path, result: RunResult) -> set[str]:
 
 COLUMNS = (
     "duplicates", "blind_retries", "lost", "stuck", "mismatches", "crashes", "reads_cut_off",
-    "reads_unanswered",
+    "reads_unanswered", "writes_cut_off", "writes_not_ambiguous",
 )  # fmt: skip
 
 
@@ -519,6 +534,8 @@ def table(results: list[RunResult]) -> str:
         ("projection or repair mismatches", counts["mismatches"]),
         ("inbound events left pending", counts["inbound_pending"]),
         ("unexpected worker exits", counts["crashes"]),
+        ("writes killed between claim and outcome", counts["writes_cut_off"]),
+        ("  never made ambiguous", counts["writes_not_ambiguous"]),
         ("writes made ambiguous by a kill", counts["ambiguous"]),
         ("  still ambiguous at the end", counts["ambiguous_left"]),
         ("dead letters", counts["dead"]),

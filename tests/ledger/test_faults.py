@@ -41,8 +41,10 @@ def test_workers_killed_at_every_point_lose_nothing_and_repeat_nothing(tmp_path)
         assert result.problems == [], f"seed {result.seed}: {result.problems}{report}"
     killed = {point for result in results for point in result.kills}
     assert killed == set(POINTS), report
-    # Writes were caught between claim and outcome, and each was settled by asking the world.
-    assert sum(result.ambiguous for result in results) >= 1, report
+    # Each write a kill caught between claim and outcome became ambiguous (a problem above when
+    # not) and was settled by asking the world. Whether the seeded stream catches one depends on
+    # the order of deliveries; tests/landing/test_worker_crashes.py catches land and rollback
+    # at each point every time.
     assert sum(result.ambiguous_left for result in results) == 0, report
     # Reads a kill cut off after their call and that later succeeded were asked again and
     # answered from the world's record: part of each run's problems above. Whether the seeded
