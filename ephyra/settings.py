@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "missions",
     "worker",
     "inbox",
+    "demo",
 ]
 
 MIDDLEWARE = [
