@@ -46,6 +46,8 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.LAND: "landing.adapters.LandAdapter",
     EffectType.REBASE: "landing.adapters.RebaseAdapter",
     EffectType.ROLLBACK: "landing.adapters.RollbackAdapter",
+    EffectType.RUN_PROOF: "work.proof.RunProofAdapter",
+    EffectType.REGISTER_REGRESSION_PROBE: "work.probes.RegisterRegressionProbeAdapter",
 }
 
 

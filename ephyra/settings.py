@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "quests",
     "intake",
     "landing",
+    "work",
     "missions",
     "worker",
     "inbox",
