@@ -46,6 +46,7 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.LAND: "landing.adapters.LandAdapter",
     EffectType.REBASE: "landing.adapters.RebaseAdapter",
     EffectType.ROLLBACK: "landing.adapters.RollbackAdapter",
+    EffectType.START_WATCH: "work.watch.StartWatchAdapter",
 }
 
 
