@@ -57,6 +57,7 @@ from ephyra.webhooks.webhooks import (
     quest_events,
     selection,
 )
+from intake.deployments.services import deployment_record
 from intake.hooks.credentials import (
     SecretUnavailable,
     file_reference,
@@ -321,6 +322,33 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at else None
 
 
+def _deployment_receive(
+    workspace: Workspace, hook: Hook, delivery_id: str, fact: Deployment, received_at: datetime
+) -> Receipt:
+    """Hand a deployment to its service; the delivery row says what became of it."""
+    recorded = deployment_record(
+        workspace,
+        commit=fact.sha,
+        environment=fact.environment,
+        source=f"webhook:{hook.kind}",
+        at=fact.at or received_at,
+        actor=fact.actor,
+        production=fact.to_production,
+    )
+    row = recorded.deployment
+    told = list(recorded.applied)
+    delivery = WebhookDelivery.objects.get(
+        workspace=workspace, forge=hook.kind, delivery_id=delivery_id
+    )
+    delivery.quests = list(row.quests)
+    delivery.events = len(told)
+    delivery.details = {**delivery.details, "deployment": row.state, "reason": row.reason}
+    if not told:
+        delivery.outcome = WebhookDelivery.Outcome.RECORDED
+    delivery.save(update_fields=["quests", "events", "details", "outcome"])
+    return Receipt("accepted", len(told)) if told else Receipt("recorded")
+
+
 def delivery_receive(
     hook: Hook, *, delivery_id: str, event: str, fact: Fact, received_at: datetime
 ) -> Receipt:
@@ -332,21 +360,25 @@ def delivery_receive(
     quests = _load_quests(workspace, fact, _linked(hook, fact))
     # Whether a deployed commit carries a landed one is a question for the repository mirror.
     contains = partial(commit_contains, workspace)
-    events = quest_events(
-        fact,
-        quests,
-        prefix=scheme.prefix,
-        delivery=delivery_id,
-        received_at=received_at,
-        contains=contains,
-    )
+    events = []
+    if not isinstance(fact, Deployment):  # a deployment is decided by its service, below
+        events = quest_events(
+            fact,
+            quests,
+            prefix=scheme.prefix,
+            delivery=delivery_id,
+            received_at=received_at,
+            contains=contains,
+        )
     if events:
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("accepted", len(events))
         about = sorted({e.quest for e in events})
     elif isinstance(fact, Push | Comment):
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("processed")
         about = []
-    elif isinstance(fact, Deployment | CheckResult | Review):
+    elif isinstance(fact, Deployment):
+        outcome, receipt, about = WebhookDelivery.Outcome.PROCESSED, Receipt("processed"), []
+    elif isinstance(fact, CheckResult | Review):
         about = concerned(fact, quests, contains)
         if isinstance(fact, Review) and not about:
             outcome = WebhookDelivery.Outcome.IGNORED
@@ -384,6 +416,8 @@ def delivery_receive(
         except IntegrityError:
             logger.info("%s delivery %s to %s: duplicate", hook.kind, delivery_id, workspace.slug)
             return Receipt("duplicate")
+        if isinstance(fact, Deployment):
+            receipt = _deployment_receive(workspace, hook, delivery_id, fact, received_at)
         if isinstance(fact, Review) and about:
             ReviewLink.objects.bulk_create(
                 [
