@@ -36,6 +36,13 @@ SAYS = {
     "handed_off": "a person holds the review",
     "abandoned": "abandoned",
 }
+# What the quest's projection holds worth a line when it reaches a state.
+DETAILS = {
+    "hypothesised": ("hypothesis",),
+    "planned": ("plan",),
+    "ready": ("proof_digest",),
+    "watching": ("landed_commit",),
+}
 STUCK_SECONDS = 20  # an operation pending this long gets a word on why
 
 
@@ -91,6 +98,10 @@ class Follower:
             self.seen_state = now
             said = SAYS.get(quest.state, quest.state)
             self.say(f"quest {quest.quest_id} r{quest.revision}: {said}")
+            for name in DETAILS.get(quest.state, ()):
+                text = str(quest.data.get(name) or "").strip()
+                if text:
+                    self.say(f"  {name}: {text.splitlines()[0][:160]}")
         self.operations(quest)
         checkpoint = CHECKPOINTS.get(quest.state)
         if checkpoint and (checkpoint, quest.revision) not in self.asked:

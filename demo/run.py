@@ -14,6 +14,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.utils import timezone
+
 from demo.follow import DemoFailed, Follower
 from demo.production import Production, Traffic
 from demo.workspace import DemoWorkspace, demo_workspace, reviewer
@@ -111,11 +113,8 @@ class Demo:
         head) and report the deployment to Ephyra."""
         commit = quest.data["landed_commit"]
         self.production.deploy(commit)
-        report_deployment(self.made.workspace, commit)
-        self.say(
-            f"deployed: production restarted at {commit[:12]} and the deployment reported; "
-            "the watch window opens"
-        )
+        decided = report_deployment(self.made.workspace, commit)
+        self.say(f"deployed: production restarted at {commit[:12]}; the deployment: {decided}")
 
     def quest_url(self, quest: Quest) -> str:
         return f"{self.url}/q/{quest.workspace.slug}/{quest.quest_id}/"
@@ -149,9 +148,18 @@ class Demo:
             shutil.rmtree(self.made.home / scratch, ignore_errors=True)
 
 
-def report_deployment(workspace, commit: str) -> None:
-    """Tell Ephyra that ``commit`` runs in production, through the deployment service that
-    ``manage.py deployed`` uses."""
-    from intake.deployments import deployment_record
+def report_deployment(workspace, commit: str) -> str:
+    """Tell Ephyra that ``commit`` runs in production, as ``manage.py deployed`` does (the
+    deployment service, after a fetch of the remote); what it decided, in words."""
+    from intake.deployments.services import deployment_record, mirror_fetch
 
-    deployment_record(workspace, commit, environment="production", source="demo")
+    mirror_fetch(workspace)
+    recorded = deployment_record(
+        workspace,
+        commit=commit,
+        environment="production",
+        source="command",
+        at=timezone.now(),
+        actor="ephyra:demo",
+    )
+    return f"{recorded.deployment.state}, {recorded.deployment.reason}"

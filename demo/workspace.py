@@ -31,7 +31,7 @@ landing: {{style: fast-forward}}
 watch:
   starts: deployment
   minutes: {minutes}
-  min_events: 0
+  min_events: 5
   max_error_rate_ratio: 1.5
   max_new_fingerprints: 0
 work:

@@ -73,6 +73,9 @@ class Command(BaseCommand):
             watch_minutes=options["watch_minutes"],
         )
         demo = Demo(chosen, write=lambda line: self.stdout.write(line))
+        # A `kill` (or a test's timeout) stops the demo as Ctrl-C does: production and the
+        # worker it started are stopped on the way out.
+        signal.signal(signal.SIGTERM, _interrupt)
         worker = start_worker() if options["with_worker"] else None
         try:
             demo.run()
@@ -81,6 +84,10 @@ class Command(BaseCommand):
         finally:
             if worker is not None:
                 stop_worker(worker)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def start_worker() -> subprocess.Popen:
