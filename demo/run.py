@@ -119,13 +119,16 @@ class Demo:
     def quest_url(self, quest: Quest) -> str:
         return f"{self.url}/q/{quest.workspace.slug}/{quest.quest_id}/"
 
-    def server_answers(self) -> None:
-        try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as answer:
-                if answer.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
+    def server_answers(self, patience: float = 15) -> None:
+        """The server answers (it may still be starting: a few seconds' patience)."""
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
         raise DemoFailed(
             f"Ephyra does not answer at {self.url}: start it with `make run` in another "
             "terminal (or name its address with --url)"
