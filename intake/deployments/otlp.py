@@ -62,15 +62,14 @@ def deployments_from_signals(
         with _seen_lock:
             if key in _seen:
                 continue
-        _, created = deployment_record(
+        recorded += deployment_record(
             workspace,
             commit=commit,
             environment=environment,
             source="otlp",
             at=min(at, received_at) if at else received_at,
             actor="ephyra:otlp",
-        )
-        recorded += created
+        ).created
         # Remembered once the export's transaction commits: one rolled back recorded nothing.
         transaction.on_commit(lambda key=key: _remember(key))
     return recorded

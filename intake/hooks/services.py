@@ -28,7 +28,6 @@ import secrets
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -69,7 +68,6 @@ from ledger.audit import audit_append
 from ledger.inbound import submit_event
 from quests.models import Quest, Workspace
 from quests.roles import require
-from quests.workspaces import commit_contains
 
 logger = logging.getLogger("ephyra.intake")
 
@@ -358,18 +356,10 @@ def delivery_receive(
     event = redact(event)  # a header the forge chose: it is stored and logged
     fact = _redacted(for_workspace(fact, workspace.base_branch))
     quests = _load_quests(workspace, fact, _linked(hook, fact))
-    # Whether a deployed commit carries a landed one is a question for the repository mirror.
-    contains = partial(commit_contains, workspace)
-    events = []
-    if not isinstance(fact, Deployment):  # a deployment is decided by its service, below
-        events = quest_events(
-            fact,
-            quests,
-            prefix=scheme.prefix,
-            delivery=delivery_id,
-            received_at=received_at,
-            contains=contains,
-        )
+    # A deployment becomes no event here: its own service decides it, below.
+    events = quest_events(
+        fact, quests, prefix=scheme.prefix, delivery=delivery_id, received_at=received_at
+    )
     if events:
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("accepted", len(events))
         about = sorted({e.quest for e in events})
@@ -379,7 +369,7 @@ def delivery_receive(
     elif isinstance(fact, Deployment):
         outcome, receipt, about = WebhookDelivery.Outcome.PROCESSED, Receipt("processed"), []
     elif isinstance(fact, CheckResult | Review):
-        about = concerned(fact, quests, contains)
+        about = concerned(fact, quests)
         if isinstance(fact, Review) and not about:
             outcome = WebhookDelivery.Outcome.IGNORED
             receipt = Receipt("ignored", reason="the pull request names no quest of this workspace")

@@ -10,6 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from ephyra.compose import build, dependencies
+from ephyra.core.effects import EffectType
+from ephyra.core.ports import EffectRequest
 from intake.deployments.services import deployment_record
 from ledger.models import Operation
 from quests.workspaces import workspace_journal
@@ -169,3 +172,32 @@ def test_a_watch_begun_at_landing_moves_to_the_deployment(repos, shop, worker):
     moved = watch(shop)
     assert (moved.since, moved.deployed_commit, moved.environment) == (at, head, "production")
     assert moved.ends_at == at + timedelta(minutes=30)
+
+
+def test_research_after_a_rollback_names_the_failed_fix_and_its_figures(
+    repos, shop, worker, settings
+):
+    head = rolled_back(repos, shop, worker)
+    research = Operation.objects.filter(workspace=shop, type="start_agent").latest("id")
+    assert research.payload == {"step": "research", "revision": 2}
+    adapter = build("work.steps.StartAgentAdapter", dependencies())
+
+    result = adapter.run(
+        EffectRequest(
+            key=research.key,
+            type=EffectType.START_AGENT,
+            workspace="shop",
+            quest_id="q1",
+            payload=research.payload,
+            attempt=1,
+        )
+    )
+
+    (hypothesis,) = [e for e in result.events if e.type == "hypothesis_written"]
+    previous = hypothesis.evidence["previous_revision"]
+    assert (previous["revision"], previous["landed"], previous["deployed"]) == (1, head, head)
+    assert (previous["verdict"], previous["figures"]["fixed_seen"]) == ("regression", 7)
+    assert previous["summary"].startswith("the fixed error was seen again: 7 signals")
+    assert hypothesis.summary.startswith(
+        f"Revision 1 landed {head} and was rolled back: the fixed error was seen again"
+    )
