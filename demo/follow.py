@@ -16,6 +16,7 @@ from ledger.models import Operation
 from quests import actions
 from quests.actions import Seen
 from quests.models import Quest, Workspace
+from quests.workspaces import workspace_journal
 
 CHECKPOINTS = {"hypothesised": "A", "planned": "B", "ready": "C"}
 SAYS = {
@@ -42,6 +43,12 @@ DETAILS = {
     "planned": ("plan",),
     "ready": ("proof_digest",),
     "watching": ("landed_commit",),
+}
+# What the event that brought the quest to a state says, worth a line: (event type, field).
+TOLD = {
+    "closed": ("watch_clean", "summary"),
+    "rolled_back": ("regression_observed", "summary"),
+    "researching": ("rollback_confirmed", "commit"),
 }
 STUCK_SECONDS = 20  # an operation pending this long gets a word on why
 
@@ -98,6 +105,9 @@ class Follower:
             self.seen_state = now
             said = SAYS.get(quest.state, quest.state)
             self.say(f"quest {quest.quest_id} r{quest.revision}: {said}")
+            told = TOLD.get(quest.state)
+            if told:
+                self.tell(quest, *told)
             for name in DETAILS.get(quest.state, ()):
                 text = str(quest.data.get(name) or "").strip()
                 if text:
@@ -111,6 +121,15 @@ class Follower:
         if quest.state == "watching" and landed and quest.revision not in self.deployed:
             self.deployed.add(quest.revision)
             self.deploy(quest)
+
+    def tell(self, quest: Quest, kind: str, name: str) -> None:
+        """Say ``name`` of the journal's latest ``kind`` event of this revision, if any."""
+        for entry in reversed(workspace_journal(self.workspace).history(quest.quest_id)):
+            if entry.event.type == kind:
+                value = getattr(entry.event, name, None)
+                if value:
+                    self.say(f"  {kind}: {value}")
+                return
 
     def decide(self, quest: Quest, checkpoint: str) -> None:
         if self.approver is None:
