@@ -4,6 +4,8 @@ commit, and applied when they can be."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
@@ -11,7 +13,7 @@ from django.utils import timezone
 from intake.deployments.services import deployment_record
 from intake.models import Deployment
 from ledger.models import InboundEvent
-from tests.watch.conftest import git, landed, landing, quest, settle
+from tests.watch.conftest import git, landed, landing, quest, settle, watch
 
 
 def record(ws, commit: str, environment: str = "production", source: str = "test"):
@@ -160,3 +162,36 @@ def test_the_deployed_command_refuses_an_unknown_workspace_or_a_non_commit(
         deployed(*args)
     assert str(refused.value) == message
     assert not Deployment.objects.exists()
+
+
+def test_of_two_deployments_kept_while_landing_the_earlier_opens_the_watch(repos, shop, worker):
+    head = landing(shop, repos)
+    first = deployment_record(
+        shop, commit=head, source="test", at=timezone.now() - timedelta(minutes=2)
+    ).deployment
+    # A later build on top of the patch, which a CI/CD made from its branch.
+    later = git(repos.mirror, "commit-tree", f"{head}^{{tree}}", "-p", head, "-m", "Build 2")
+    second = record(shop, later).deployment
+
+    settle(worker)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.quests, second.quests) == (["q1"], [])
+    assert quest(shop).deployed_commit == head
+    assert watch(shop).since == first.at
+
+
+def test_a_deployment_pending_for_a_day_is_given_up(repos, shop, worker):
+    landed(shop, repos, worker)
+    row = record(shop, "ab" * 20).deployment  # a commit no branch of the remote has
+    assert row.state == "pending"
+    Deployment.objects.filter(pk=row.pk).update(recorded_at=timezone.now() - timedelta(hours=25))
+
+    settle(worker)
+
+    row.refresh_from_db()
+    assert row.state == "decided"
+    assert row.reason.startswith(
+        f"given up after 24 h: pending: the mirror lacks commit {row.commit}"
+    )
