@@ -52,13 +52,15 @@ def watch_figures(watch: Watch, now: datetime) -> WatchFigures:
 
 
 def _new_in_files(watch: Watch, start: datetime, seen: dict[str, int]) -> tuple[str, ...]:
-    """The fingerprints first counted after the deployment's minute whose stored signal has a
-    frame in one of the patched files."""
+    """The fingerprints counted after the deployment's minute, never before it, whose stored
+    signal has a frame in one of the patched files. One first seen in the deployment's own
+    minute is new: an error the deployment brought starts there, and the old code would have
+    shown it in the minutes before."""
     if not seen or not watch.files:
         return ()
     known = set(
         MinuteCount.objects.filter(
-            workspace_id=watch.workspace_id, fingerprint__in=list(seen), minute__lte=start
+            workspace_id=watch.workspace_id, fingerprint__in=list(seen), minute__lt=start
         )
         .values_list("fingerprint", flat=True)
         .distinct()
