@@ -163,11 +163,26 @@ def signed_in(ephyra: Ephyra) -> urllib.request.OpenerDirector:
     return browser
 
 
-def run_demo(ephyra: Ephyra, *args: str) -> tuple[str, str]:
-    """Run the demo to its end; what it printed and the quest page it named last."""
-    done = ephyra.manage("demo", "--approve-as", "demo", "--url", ephyra.base, *args)
-    said = done.stdout + done.stderr
-    assert done.returncode == 0, said
+def run_demo(ephyra: Ephyra, *args: str, timeout: float = 300) -> tuple[str, str]:
+    """Run the demo to its end; what it printed and the quest page it named last. A demo that
+    outlives ``timeout`` is stopped as `kill` stops it (its production with it)."""
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--approve-as", "demo", "--url", ephyra.base,
+         *args],
+        cwd=ROOT,
+        env=ephyra.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        said, _ = demo.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        demo.terminate()
+        said, _ = demo.communicate(timeout=60)
+        pytest.fail(f"the demo did not end within {timeout} s:\n{said}")
+    assert demo.returncode == 0, said
     assert "Traceback" not in said, said
     url = re.findall(r"done: (http://\S+)", said)
     assert url, said
