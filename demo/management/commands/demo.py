@@ -81,6 +81,8 @@ class Command(BaseCommand):
             demo.run()
         except DemoFailed as failed:
             raise CommandError(str(failed)) from None
+        except KeyboardInterrupt:
+            raise CommandError("interrupted: production is stopped") from None
         finally:
             if worker is not None:
                 stop_worker(worker)
