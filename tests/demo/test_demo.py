@@ -9,13 +9,16 @@ to the server over HTTP. The quest is then read as a person reads it: on its pag
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
 import os
+import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -163,12 +166,17 @@ def signed_in(ephyra: Ephyra) -> urllib.request.OpenerDirector:
     return browser
 
 
-def run_demo(ephyra: Ephyra, *args: str, timeout: float = 300) -> tuple[str, str]:
-    """Run the demo to its end; what it printed and the quest page it named last. A demo that
-    outlives ``timeout`` is stopped as `kill` stops it (its production with it)."""
+def run_demo(
+    ephyra: Ephyra,
+    *args: str,
+    person: urllib.request.OpenerDirector | None = None,
+    timeout: float = 300,
+) -> tuple[str, str]:
+    """Run the demo to its end; what it printed and the quest page it named last. With a
+    signed-in ``person``, each checkpoint the demo says waits is approved on the quest's page.
+    A demo that outlives ``timeout`` is stopped as `kill` stops it (its production with it)."""
     demo = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--approve-as", "demo", "--url", ephyra.base,
-         *args],
+        [sys.executable, "manage.py", "demo", "--url", ephyra.base, *args],
         cwd=ROOT,
         env=ephyra.env,
         stdout=subprocess.PIPE,
@@ -176,17 +184,60 @@ def run_demo(ephyra: Ephyra, *args: str, timeout: float = 300) -> tuple[str, str
         stdin=subprocess.DEVNULL,
         text=True,
     )
-    try:
-        said, _ = demo.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        demo.terminate()
-        said, _ = demo.communicate(timeout=60)
-        pytest.fail(f"the demo did not end within {timeout} s:\n{said}")
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=read_lines, args=(demo.stdout, lines), daemon=True).start()
+    said, deadline = [], time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+        except queue.Empty:
+            line = ""
+        if line is None:  # the demo closed its output: it ended
+            break
+        said.append(line)
+        waiting = re.search(r"checkpoint ([ABC]): waiting for a reviewer to approve at (\S+)", line)
+        if waiting and person is not None:
+            approve_on_the_page(person, waiting.group(2), waiting.group(1))
+        if time.monotonic() > deadline:
+            demo.terminate()
+            demo.wait(timeout=60)
+            pytest.fail("the demo did not end within {} s:\n{}".format(timeout, "".join(said)))
+    demo.wait(timeout=60)
+    said = "".join(said)
     assert demo.returncode == 0, said
     assert "Traceback" not in said, said
     url = re.findall(r"done: (http://\S+)", said)
     assert url, said
     return said, url[-1]
+
+
+def read_lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def approve_on_the_page(person: urllib.request.OpenerDirector, url: str, checkpoint: str) -> None:
+    """What a reviewer does: open the quest's page, press Approve in the checkpoint's form, and
+    press it again on the fresh page if the quest moved meanwhile (a repeated signal)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        page = person.open(url, timeout=10).read().decode()
+        form = re.search(r'<form class="decide"[^>]*action="([^"]+)".*?</form>', page, re.S)
+        assert form is not None, page
+        fields = dict(re.findall(r'type="hidden" name="(\w+)" value="([^"]*)"', form.group(0)))
+        assert fields["checkpoint"] == checkpoint, page
+        fields |= {"verdict": "approve", "text": ""}
+        press = urllib.request.Request(
+            urllib.parse.urljoin(url, html.unescape(form.group(1))),
+            data=urllib.parse.urlencode(fields).encode(),
+            headers={"HX-Request": "true", "Referer": url},
+        )
+        with person.open(press, timeout=10) as answer:
+            if answer.headers["X-Ephyra-Outcome"] in {"applied", "queued"}:
+                return
+        time.sleep(0.5)
+    pytest.fail(f"checkpoint {checkpoint} could not be approved on {url}")
 
 
 def remote_log(ephyra: Ephyra, slug: str) -> list[str]:
@@ -201,7 +252,7 @@ def remote_log(ephyra: Ephyra, slug: str) -> list[str]:
 
 
 def test_the_demo_takes_a_real_regression_from_signal_to_closed(ephyra):
-    said, url = run_demo(ephyra)
+    said, url = run_demo(ephyra, "--approve-as", "demo")
 
     steps = [
         "signal: production answered 500",
@@ -229,7 +280,11 @@ def test_the_demo_takes_a_real_regression_from_signal_to_closed(ephyra):
 
 
 def test_the_rollback_demo_rolls_the_fix_back_and_researches_again_at_revision_2(ephyra):
-    said, url = run_demo(ephyra, "--scenario", "rollback")
+    # Without --approve-as: a person approves each checkpoint in the browser.
+    person = signed_in(ephyra)
+    said, url = run_demo(ephyra, "--scenario", "rollback", person=person)
+    for checkpoint in "ABC":
+        assert f"checkpoint {checkpoint}: waiting for a reviewer to approve at {url}" in said
 
     assert "deployed: production restarted at" in said
     assert "a regression was seen: rolling the landed commit back" in said
@@ -241,10 +296,10 @@ def test_the_rollback_demo_rolls_the_fix_back_and_researches_again_at_revision_2
         f'Revert "Revert "{CULPRIT_SUBJECT}""',
         f'Revert "{CULPRIT_SUBJECT}"',
     ], subjects
-    page = signed_in(ephyra).open(url, timeout=10).read().decode()
+    page = person.open(url, timeout=10).read().decode()
     assert "<dt>Revision</dt><dd>2</dd>" in page, page
     assert "watching → rolled_back" in page and "rolled_back → researching" in page, page
-    assert page.count("UTC · demo · revision 1") == 3, page
+    assert page.count("UTC · ann · revision 1") == 3, page  # A, B and C, each by ann
 
 
 def test_the_demo_without_a_server_says_how_to_start_one_and_creates_nothing(tmp_path):
