@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from ephyra.readonly_admin import ReadOnlyAdmin
-from work.models import Watch
+from work.models import RegressionProbe, Watch
 
 
 @admin.register(Watch)
@@ -10,3 +10,10 @@ class WatchAdmin(ReadOnlyAdmin):
 
     list_display = ("quest_id", "revision", "workspace", "state", "since", "ends_at", "summary")
     list_filter = ("state",)
+
+
+@admin.register(RegressionProbe)
+class RegressionProbeAdmin(ReadOnlyAdmin):
+    list_display = ("quest_id", "revision", "workspace", "command", "created_at")
+    list_filter = ("workspace",)
+    search_fields = ("quest_id", "fingerprint", "command")
