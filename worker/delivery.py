@@ -218,7 +218,7 @@ def deliver(fence: Fence, workspace: Workspace, op: Operation) -> Counts:
             # settles what it cannot tell.
             counts.add(check_ambiguous(fence, workspace, op))
         return counts
-    faults.reach("after_call")
+    faults.reach("after_call", f"{op.type} {op.key}")
     if not _record(fence, op, result.status, _result_outcome(result)):
         return counts
     setattr(counts, result.status, 1)
@@ -245,7 +245,7 @@ def deliver_batch(fence: Fence, workspace: Workspace, ops: list[Operation]) -> C
             log.warning("effect %s raised", op.key, exc_info=True)
             counts.add(_after_exception(fence, op, f"{type(exc).__name__}: {exc}"))
             continue
-        faults.reach("after_call")
+        faults.reach("after_call", f"{op.type} {op.key}")
         results.append((op, result))
     status = {op.pk: result.status for op, result in results}
     recorded = finish_many(fence, [(op, r.status, _result_outcome(r)) for op, r in results])

@@ -44,7 +44,9 @@ _plan: _Plan | None = None
 _read = False
 
 
-def reach(point: str) -> None:
+def reach(point: str, what: str = "") -> None:
+    """Maybe die here. ``what`` (the effect type and key being delivered) goes into the line
+    the harness reads, so it can tell which effect a kill interrupted."""
     global _plan, _read
     if not _read:  # read once per process, on the first point reached
         _plan, _read = (_Plan(settings.EPHYRA_FAULTS) if settings.EPHYRA_FAULTS else None), True
@@ -52,6 +54,6 @@ def reach(point: str) -> None:
         return
     if _plan.random.randrange(_plan.one_in) == 0:
         # Tell the harness where we died; stderr is unbuffered and the harness reads it.
-        sys.stderr.write(f"EPHYRA-FAULT {point}\n")
+        sys.stderr.write(f"EPHYRA-FAULT {point} {what}".rstrip() + "\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)

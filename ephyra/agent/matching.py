@@ -288,6 +288,10 @@ def normalise_message(text: str, exception_type: str = "") -> str:
             if text.startswith(f"{name}:"):
                 text = text[len(name) + 1 :].strip()
                 break
+    if len(text) >= 2 and text[0] == text[-1] in "'\"" and text[0] not in text[1:-1]:
+        # A message that is one quoted value is that value: str(KeyError("k")) quotes the key,
+        # and exporters (the OpenTelemetry SDK among them) may send it unquoted.
+        text = text[1:-1]
     text = _QUOTED.sub("'…'", text)
     text = _UUID.sub("<id>", text)
     text = _ADDRESS.sub("0x…", text)

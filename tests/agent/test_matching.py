@@ -243,3 +243,13 @@ def test_a_failure_survives_its_evidence():
     failure = seen()
 
     assert SeenFailure.from_evidence(failure.to_evidence()) == failure
+
+
+def test_a_message_that_is_one_quoted_value_matches_it_unquoted():
+    # str(KeyError("quantity")) is "'quantity'"; the OpenTelemetry SDK sends "quantity".
+    assert normalise_message("'quantity'", "KeyError") == normalise_message("quantity", "KeyError")
+    assert normalise_message("'quantity'") != normalise_message("'price'")
+
+
+def test_two_quoted_values_are_not_one():
+    assert normalise_message("'a' or 'b'") == "'…' or '…'"

@@ -57,7 +57,7 @@ def killed_at(point: str, ws, processes, tmp_path) -> WorkerProcess:
     """A worker that dies at the first ``point`` it reaches: the write's."""
     dying = serve(ws, processes, tmp_path, "dying", EPHYRA_FAULTS=f"7:1:{point}")
     assert wait_until(lambda: not dying.alive(), 60), dying.tail()
-    assert dying.kill_point() == point, dying.tail()
+    assert dying.kill_point()[0] == point, dying.tail()
     return dying
 
 

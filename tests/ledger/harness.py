@@ -57,7 +57,7 @@ State = Operation.State
 FINAL = {State.SUCCEEDED, State.FAILED, State.AMBIGUOUS, State.DEAD}
 CHECKPOINTS = {"hypothesised": "A", "planned": "B", "ready": "C"}
 PERSON = "harness:person"
-FAULT_LINE = re.compile(rb"EPHYRA-FAULT (\w+)")
+FAULT_LINE = re.compile(rb"EPHYRA-FAULT (\w+)(?: (\w+) (\S+))?")
 # How long a dead letter or an ambiguous write may sit before the person settles it: a worker
 # checks an orphaned write in the same step that finds it, so anything older waits for nobody.
 SETTLE_AFTER = 1.0
@@ -99,6 +99,11 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _world_read(effect_type: str) -> bool:
+    routed = {str(t) for t in world.ROUTED}
+    return effect_type in routed and EffectType(effect_type) not in WRITE_EFFECTS
+
+
 class WorkerProcess:
     """A worker OS process whose stdout and stderr go to files next to the run's records."""
 
@@ -122,10 +127,13 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill_point(self) -> str | None:
-        """Where the worker killed itself, from its ``EPHYRA-FAULT <point>`` line."""
+    def kill_point(self) -> tuple[str, str, str] | None:
+        """Where the worker killed itself, and in which effect (type and key; "" where the
+        point names none), from its ``EPHYRA-FAULT <point> [<type> <key>]`` line."""
         found = FAULT_LINE.search(self.err.read_bytes())
-        return found.group(1).decode() if found else None
+        if found is None:
+            return None
+        return tuple((group or b"").decode() for group in found.groups())  # type: ignore[return-value]
 
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.err.read_text(errors="replace").splitlines()[-lines:])
@@ -171,12 +179,19 @@ class RunConfig:
         return f"{spec}:{','.join(self.points)}" if self.points else spec
 
 
+# The lists of a run's result that are violations when not empty.
+PROBLEMS = (
+    "crashes", "duplicates", "blind_retries", "lost", "stuck", "mismatches", "reads_unanswered",
+)  # fmt: skip
+
+
 @dataclass
 class RunResult:
     seed: int
     seconds: float = 0.0
     workers: int = 0
     kills: Counter = field(default_factory=Counter)
+    killed_in: list[str] = field(default_factory=list)  # "<point> <effect type>", in order
     crashes: list[str] = field(default_factory=list)  # exits no kill point explains
     duplicates: list[str] = field(default_factory=list)  # keys the world executed twice
     blind_retries: list[str] = field(default_factory=list)  # writes asked again unchecked
@@ -188,6 +203,9 @@ class RunResult:
     dead: int = 0  # operations dead-lettered (from the audit log)
     ambiguous_left: int = 0  # still ambiguous at the end (the person settles them all)
     resolved: int = 0  # settled by the person
+    reads_cut_off: list[str] = field(default_factory=list)  # killed after their call
+    reads_unanswered: list[str] = field(default_factory=list)  # of those, settled unasked
+    reads_answered_again: int = 0  # reads asked again (delivered or checked) after their call
     requests: int = 0  # requests the world received
     executions: int = 0
     dump: str = ""
@@ -195,9 +213,7 @@ class RunResult:
     @property
     def problems(self) -> list[str]:
         found = [
-            f"{name}: {', '.join(values)}"
-            for name in ("crashes", "duplicates", "blind_retries", "lost", "stuck", "mismatches")
-            if (values := getattr(self, name))
+            f"{name}: {', '.join(values)}" for name in PROBLEMS if (values := getattr(self, name))
         ]
         if self.inbound_pending:
             found.append(f"inbound_pending: {self.inbound_pending}")
@@ -283,9 +299,13 @@ class _Run:
         if worker is None:
             return
         code = worker.proc.wait()
-        point = worker.kill_point()
-        if point is not None:
+        killed = worker.kill_point()
+        if killed is not None:
+            point, kind, key = killed
             self.result.kills[point] += 1
+            self.result.killed_in.append(f"{point} {kind}".strip())
+            if point == "after_call" and _world_read(kind):
+                self.result.reads_cut_off.append(key)
         elif code != 0 and not worker.stopped:
             self.result.crashes.append(f"worker {worker.pid} exited {code}: {worker.crash()}")
 
@@ -380,9 +400,15 @@ def request_for(ws: Workspace, op: Operation) -> EffectRequest:
 
 def check(ws: Workspace, world_file: Path, quest_ids: list[str], result: RunResult) -> None:
     """The invariants of a finished run, written into ``result``."""
-    _check_world(world_file, result)
+    asked_again = _check_world(world_file, result)
     journal = Journal(ws.repository)
     rows = dict(Operation.objects.filter(workspace=ws).values_list("key", "state"))
+    # A read cut off after its call whose outcome was recorded anyway must have been asked
+    # again (an obsolete one, whose quest moved on, may end without it).
+    result.reads_unanswered.extend(
+        key for key in result.reads_cut_off
+        if rows.get(key) == State.SUCCEEDED and key not in asked_again
+    )  # fmt: skip
     policy = workspace_policy(ws)
     for quest_id in quest_ids:
         replayed = replay_journal(journal, quest_id, policy)
@@ -416,7 +442,9 @@ def check(ws: Workspace, world_file: Path, quest_ids: list[str], result: RunResu
     result.ambiguous_left = Operation.objects.filter(workspace=ws, state=State.AMBIGUOUS).count()
 
 
-def _check_world(world_file: Path, result: RunResult) -> None:
+def _check_world(world_file: Path, result: RunResult) -> set[str]:
+    """Check the world's record; return the reads asked again after they were done."""
+    again: set[str] = set()
     executions: Counter[str] = Counter()
     asked: dict[str, bool] = {}  # write key -> requested since the last absent check
     for entry in world.read(world_file):
@@ -427,6 +455,10 @@ def _check_world(world_file: Path, result: RunResult) -> None:
         if kind == "request":
             result.requests += 1
         if EffectType(entry["type"]) not in WRITE_EFFECTS:
+            # A read asked again (delivered again, or checked) after it was done.
+            if kind in ("request", "check") and executions[key] > 0:
+                result.reads_answered_again += 1
+                again.add(key)
             continue
         if kind == "request":
             if asked.get(key):
@@ -435,11 +467,15 @@ def _check_world(world_file: Path, result: RunResult) -> None:
         elif kind == "check" and not entry["found"]:
             asked[key] = False  # it certainly did not happen: asking again is safe
     result.duplicates.extend(key for key, n in executions.items() if n > 1)
+    return again
 
 
 # --- counting many runs --------------------------------------------------------------------
 
-COLUMNS = ("duplicates", "blind_retries", "lost", "stuck", "mismatches", "crashes")
+COLUMNS = (
+    "duplicates", "blind_retries", "lost", "stuck", "mismatches", "crashes", "reads_cut_off",
+    "reads_unanswered",
+)  # fmt: skip
 
 
 def tally(results: list[RunResult]) -> dict[str, int]:
@@ -453,7 +489,10 @@ def tally(results: list[RunResult]) -> dict[str, int]:
             counts[name] += len(getattr(result, name))
         counts["stuck runs"] += bool(result.stuck)
         counts["inbound_pending"] += result.inbound_pending
-        for name in ("ambiguous", "ambiguous_left", "dead", "resolved", "requests", "executions"):
+        for name in (
+            "ambiguous", "ambiguous_left", "dead", "resolved", "requests", "executions",
+            "reads_answered_again",
+        ):  # fmt: skip
             counts[name] += getattr(result, name)
     return dict(counts)
 
@@ -467,8 +506,11 @@ def table(results: list[RunResult]) -> str:
         ("worker processes", counts["workers"]),
         ("kills (SIGKILL)", counts["kills"]),
         *((f"  at {point}", counts.get(f"kills at {point}", 0)) for point in POINTS),
+        ("  reads killed after their call", counts["reads_cut_off"]),
+        ("  reads answered again from the record", counts["reads_answered_again"]),
         ("world requests", counts["requests"]),
         ("world executions", counts["executions"]),
+        ("    succeeded without being asked again", counts["reads_unanswered"]),
         ("duplicates (a key executed twice)", counts["duplicates"]),
         ("blind write retries", counts["blind_retries"]),
         ("lost (journaled effect without a final row)", counts["lost"]),

@@ -44,5 +44,7 @@ def test_workers_killed_at_every_point_lose_nothing_and_repeat_nothing(tmp_path)
     # Writes were caught between claim and outcome, and each was settled by asking the world.
     assert sum(result.ambiguous for result in results) >= 1, report
     assert sum(result.ambiguous_left for result in results) == 0, report
-    # Reads a kill interrupted were asked again and answered from the world's record.
-    assert sum(r.requests for r in results) > sum(r.executions for r in results), report
+    # Reads a kill cut off after their call and that later succeeded were asked again and
+    # answered from the world's record: part of each run's problems above. Whether the seeded
+    # stream hits a read or a write there depends on the order of deliveries, so it is not
+    # asserted that one was hit.
