@@ -11,9 +11,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from intake.deployments.services import deployment_record
-from intake.models import Deployment
+from intake.hooks.services import hook_create
+from intake.models import Deployment, WebhookDelivery
 from ledger.models import InboundEvent
-from tests.watch.conftest import git, landed, landing, quest, settle, watch
+from tests.intake.conftest import SECRET, deliver, fixture
+from tests.landing.test_adapters import use_policy
+from tests.watch.conftest import POLICY, git, landed, landing, quest, settle, watch
 
 
 def record(ws, commit: str, environment: str = "production", source: str = "test"):
@@ -101,9 +104,6 @@ def test_a_deployment_is_recorded_once_per_commit_and_environment(repos, shop, w
 
 
 def use_deployment_policy(ws) -> None:
-    from tests.landing.test_adapters import use_policy
-    from tests.watch.conftest import POLICY
-
     use_policy(ws, POLICY.format(starts="deployment", new=0))
 
 
@@ -195,3 +195,26 @@ def test_a_deployment_pending_for_a_day_is_given_up(repos, shop, worker):
     assert row.reason.startswith(
         f"given up after 24 h: pending: the mirror lacks commit {row.commit}"
     )
+
+
+def test_a_forge_deployment_before_landing_waits_and_its_delivery_says_why(
+    repos, shop, worker, client, monkeypatch
+):
+    monkeypatch.setenv("EPHYRA_TEST_HOOK_SECRET", SECRET)
+    hook_create(shop, "github", secret_ref="env:EPHYRA_TEST_HOOK_SECRET")
+    head = landing(shop, repos)
+    payload = fixture("github", "deployment_status")
+    payload["deployment"]["sha"] = head
+
+    response = deliver(client, "github", "deployment_status", payload)
+
+    assert (response.status_code, response.json()) == (200, {"status": "recorded"})
+    row = WebhookDelivery.objects.get()
+    assert (row.outcome, row.details["deployment"], row.details["reason"]) == (
+        "recorded",
+        "pending",
+        "pending: q1 still landing (applies to no watching quest so far)",
+    )
+    settle(worker)
+    assert quest(shop).deployed_commit == head
+    assert Deployment.objects.get().source == "webhook:github"
