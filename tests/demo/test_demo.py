@@ -201,8 +201,10 @@ def run_demo(
         if time.monotonic() > deadline:
             demo.terminate()
             demo.wait(timeout=60)
+            demo.stdout.close()
             pytest.fail("the demo did not end within {} s:\n{}".format(timeout, "".join(said)))
     demo.wait(timeout=60)
+    demo.stdout.close()
     said = "".join(said)
     assert demo.returncode == 0, said
     assert "Traceback" not in said, said
