@@ -262,7 +262,7 @@ def test_the_demo_takes_a_real_regression_from_signal_to_closed(ephyra):
         "checkpoint A: approved as demo",
         "plan: revert",
         "checkpoint B: approved as demo",
-        "running run_proof",
+        "run_proof succeeded",
         "checkpoint C: approved as demo",
         "landed; production is watched",
         "deployed: production restarted at",
