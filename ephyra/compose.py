@@ -48,6 +48,7 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.ROLLBACK: "landing.adapters.RollbackAdapter",
     EffectType.RUN_PROOF: "work.proof.RunProofAdapter",
     EffectType.REGISTER_REGRESSION_PROBE: "work.probes.RegisterRegressionProbeAdapter",
+    EffectType.START_WATCH: "work.watch.StartWatchAdapter",
 }
 
 

@@ -9,6 +9,9 @@ whole, so the probe runs exactly as the reproduction did (``Reproduction.from_ev
 from django.db import models
 
 from quests.models import Workspace
+from work.watch_models import Watch
+
+__all__ = ["RegressionProbe", "Watch"]
 
 
 class RegressionProbe(models.Model):

@@ -247,11 +247,13 @@ class ChecksReported(BaseEvent):
 class WatchClean(BaseEvent):
     type: Literal["watch_clean"] = "watch_clean"
     summary: Text = ""
+    evidence: Evidence = {}  # the watch's figures; the machine does not read them
 
 
 class RegressionObserved(BaseEvent):
     type: Literal["regression_observed"] = "regression_observed"
     summary: Text = ""
+    evidence: Evidence = {}  # the watch's figures; the machine does not read them
 
 
 class RollbackConfirmed(BaseEvent):
