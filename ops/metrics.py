@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from intake.otlp.models import MinuteCount, RefusedExports
-from ledger.models import AuditEntry, InboundEvent, Lease, Operation
+from ledger.models import AuditEntry, InboundEvent, JournalReplica, Lease, Operation
 from quests.models import Workspace
 
 # Upper bounds of the effect latency histogram, in seconds: an effect is a Git read (ms), a
@@ -31,18 +31,21 @@ LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 
 
 def journal_push_lag(slugs: dict[int, str], now: datetime) -> Iterator[Metric]:
     """``ephyra_journal_push_lag_seconds``: how long the oldest transition not yet confirmed on
-    the workspace's journal remote has waited, per workspace.
-
-    THE ONE PLACE TO WIRE JOURNAL REPLICATION IN. Main has no record of pushes yet (issue 18,
-    "Journals beyond one disk"); when its table lands, read it here, one sample per workspace
-    that names a remote (0 when everything is confirmed). Until then the family is declared
-    with no samples, so alert rules load and stay quiet."""
-    yield GaugeMetricFamily(
+    the workspace's journal remote has waited, per workspace that names a remote (0 when
+    everything is confirmed), from the worker's ``JournalReplica`` record
+    (worker/replication.py; docs/operations.md, "Journal replication")."""
+    lag = GaugeMetricFamily(
         "ephyra_journal_push_lag_seconds",
         "Age of the oldest journal transition not yet confirmed on the workspace's journal "
         "remote (0 when all are pushed).",
         labels=["workspace"],
     )
+    replicated = Workspace.objects.exclude(journal_remote="").values_list("pk", flat=True)
+    replicas = {r.pk: r for r in JournalReplica.objects.filter(pk__in=list(replicated))}
+    for pk in sorted(replicated, key=lambda pk: slugs.get(pk, "?")):
+        replica = replicas.get(pk)
+        lag.add_metric([slugs.get(pk, "?")], replica.lag_seconds(now) if replica else 0.0)
+    yield lag
 
 
 class EphyraCollector(Collector):

@@ -213,3 +213,30 @@ def test_an_unknown_push_mode_stops_the_process_with_the_setting_named():
     )  # fmt: skip
     assert done.returncode == 1
     assert "EPHYRA_JOURNAL_PUSH must be sync or async, got 'sometimes'" in done.stderr
+
+
+def test_the_push_lag_metric_grows_while_pushes_fail_and_is_0_once_they_work(replicated, tmp_path):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ops.metrics import journal_push_lag
+
+    good = replicated.journal_remote
+    replicated.journal_remote = str(tmp_path / "nowhere.git")
+    replicated.save()
+    submit_event(replicated, Story("q1").signal(), source="test")
+    worker = Worker(owner="w1")
+    worker.step()
+    later = timezone.now() + timedelta(seconds=90)
+    [family] = journal_push_lag({replicated.pk: "shop"}, later)
+    [sample] = family.samples
+    assert sample.labels == {"workspace": "shop"} and sample.value >= 90
+
+    replicated.journal_remote = good
+    replicated.save()
+    worker.replicator.pause_until.clear()
+    worker.replicate(worker.fences[replicated.pk], moved=True)
+    [family] = journal_push_lag({replicated.pk: "shop"}, later)
+    assert [s.value for s in family.samples] == [0.0]
+    assert remote_heads(Path(good)) == local_heads(replicated)
