@@ -46,6 +46,9 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     EffectType.LAND: "landing.adapters.LandAdapter",
     EffectType.REBASE: "landing.adapters.RebaseAdapter",
     EffectType.ROLLBACK: "landing.adapters.RollbackAdapter",
+    EffectType.RUN_PROOF: "work.proof.RunProofAdapter",
+    EffectType.REGISTER_REGRESSION_PROBE: "work.probes.RegisterRegressionProbeAdapter",
+    EffectType.START_WATCH: "work.watch.StartWatchAdapter",
 }
 
 

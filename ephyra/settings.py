@@ -64,9 +64,11 @@ INSTALLED_APPS = [
     "quests",
     "intake",
     "landing",
+    "work",
     "missions",
     "worker",
     "inbox",
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -198,6 +200,11 @@ EPHYRA_MERGE_WINDOW_SECONDS = env_int("EPHYRA_MERGE_WINDOW_SECONDS", 60, minimum
 # export being stored, or a new error's fingerprints being routed) before it is answered 503
 # with Retry-After; 0 waits without limit. PostgreSQL only.
 EPHYRA_OTLP_LOCK_WAIT_MS = env_int("EPHYRA_OTLP_LOCK_WAIT_MS", 10_000, minimum=0)
+# Resource attributes that name the commit a service runs (docs/work.md, "Deployments"): the
+# first signal of a commit, in an environment, counts as its deployment there.
+EPHYRA_OTLP_VERSION_ATTRIBUTES = env_list(
+    "EPHYRA_OTLP_VERSION_ATTRIBUTES", ["service.version", "vcs.ref.head.revision"]
+)
 
 # The cache holds the OTLP rate counters; they must be shared by every web process: Redis when
 # there is one, else files under the data directory (one host, several processes).

@@ -1,6 +1,7 @@
 """Intake's models, defined beside the code that writes them (``intake/otlp``, ``intake/hooks``)
 and gathered here, where Django looks for an app's models."""
 
+from intake.deployments.models import Deployment
 from intake.hooks.models import Hook, ReviewLink, WebhookDelivery
 from intake.otlp.models import (
     FingerprintMute,
@@ -11,6 +12,7 @@ from intake.otlp.models import (
 )
 
 __all__ = [
+    "Deployment",
     "FingerprintMute",
     "Hook",
     "IngestToken",

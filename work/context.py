@@ -21,6 +21,8 @@ from ephyra.runner import Worktree, WorktreeError, prepare_worktree
 from intake.models import IngestedSignal
 from quests.models import Quest, Workspace
 from quests.workspaces import workspace_policy_document
+from work.watch import watch_evidence
+from work.watch_models import Watch
 
 FETCH_SECONDS = 300
 
@@ -35,6 +37,8 @@ class StepContext:
     earlier: tuple[EarlierQuest, ...]
     head: str  # the commit the step works at (deployed, else the base branch's tip)
     fetch_problem: str | None  # why the mirror could not be brought up to date, if it could not
+    # The revision before, when its fix was watched: what landed, where it ran, what was seen.
+    previous: dict | None = None
 
 
 def gather(request: EffectRequest) -> StepContext:
@@ -51,7 +55,17 @@ def gather(request: EffectRequest) -> StepContext:
         earlier=earlier_quests(quest),
         head=head_commit(workspace, quest),
         fetch_problem=problem,
+        previous=previous_revision(quest, revision),
     )
+
+
+def previous_revision(quest: Quest, revision: int) -> dict | None:
+    """The failed fix of the revision before (after a rollback): its landed and deployed
+    commits, the watch's verdict, summary and figures; None when it was never watched."""
+    watch = Watch.objects.filter(
+        workspace_id=quest.workspace_id, quest_id=quest.quest_id, revision=revision - 1
+    ).first()
+    return watch_evidence(watch) if watch is not None else None
 
 
 def signal_facts(quest: Quest) -> SignalFacts:

@@ -120,9 +120,18 @@ def _research(ctx, workdir, tree, request):
     events = []
     if ctx.quest.state == State.TRIAGED:
         events.append((ev.ResearchStarted, {}))
-    events.append(
-        (ev.HypothesisWritten, {"summary": found.summary(), "evidence": found.to_evidence()})
-    )
+    evidence = found.to_evidence()
+    summary = found.summary()
+    if ctx.previous is not None:
+        # After a rollback: the next research starts from what the failed fix did.
+        evidence["previous_revision"] = ctx.previous
+        previous = ctx.previous
+        ended = "was rolled back" if previous["verdict"] == "regression" else "was watched"
+        summary = (
+            f"Revision {previous['revision']} landed {previous['landed']} and {ended}: "
+            f"{previous['summary']}\n{summary}"
+        )[:4000]
+    events.append((ev.HypothesisWritten, {"summary": summary, "evidence": evidence}))
     return {"head": ctx.head}, events
 
 

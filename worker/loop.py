@@ -23,6 +23,7 @@ from django.utils import timezone
 from ephyra.compose import effect_adapters
 from ephyra.core.effects import EffectType
 from ephyra.core.ports import retry_safe
+from intake.deployments.services import deployments_sweep
 from intake.otlp.sightings import merges_sweep
 from ledger.lease import (
     Fence,
@@ -39,6 +40,7 @@ from ledger.selectors import waiting_by_type
 from quests.models import Workspace
 from quests.repair import repair_workspace
 from work.cleanup import remove_ended_worktrees
+from work.watch import JUDGE_SECONDS, watches_sweep
 from worker import delivery
 from worker.delivery import Counts
 from worker.inbound import apply_group, inbound_groups
@@ -64,6 +66,7 @@ class Worker:
         # Operations whose job recorded an outcome, by workspace: the loop feeds their events.
         self._finished: dict[int, list[int]] = {}
         self._cleaned: dict[int, float] = {}  # when ended quests' worktrees were last removed
+        self._judged: dict[int, float] = {}  # when deployments and watches were last looked at
 
     # --- running ---------------------------------------------------------------------------
 
@@ -191,11 +194,18 @@ class Worker:
 
     def sweep(self, fence: Fence) -> None:
         """Carry the repeated signals held past their merge window (``intake.otlp.sightings``): a
-        timer does it through Celery; this catches what no timer did (no broker, a lost one)."""
+        timer does it through Celery; this catches what no timer did (no broker, a lost one).
+        Decide pending deployments and judge open watches (``work.watch``), every few seconds."""
         workspace = Workspace.objects.get(pk=fence.workspace_id)
         if merges_sweep(workspace, timezone.now()):
             self.wake.set()  # the carrying events are queued: apply them on the next pass
         now = time.monotonic()
+        if now - self._judged.get(workspace.pk, float("-inf")) >= JUDGE_SECONDS:
+            # Deployments first: one decided now may move a window the watches then judge.
+            self._judged[workspace.pk] = now
+            deployments_sweep(workspace)
+            if watches_sweep(workspace):
+                self.wake.set()  # a verdict is queued: apply it on the next pass
         if now - self._cleaned.get(workspace.pk, float("-inf")) >= CLEANUP_SECONDS:
             self._cleaned[workspace.pk] = now
             gone = remove_ended_worktrees(Path(settings.DATA_DIR), workspace)

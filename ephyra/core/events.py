@@ -16,7 +16,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
+    model_serializer,
 )
 
 from ephyra.core.actors import normalise_actor
@@ -171,8 +173,23 @@ class ProofCompleted(BaseEvent):
 
 
 class ProofFailed(BaseEvent):
+    """The proof did not pass. ``bundle`` (with its ``digest``) binds the failure to the
+    revision, base and head it was made for, so a failure that outlived them is refused; a
+    failure without one (from an older producer) is taken as it is. Left out of the JSON when
+    absent, so the events journaled before these fields existed read back unchanged."""
+
     type: Literal["proof_failed"] = "proof_failed"
     reason: Text = ""
+    bundle: ProofBundle | None = None
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for name in ("bundle", "digest"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class ProbesRequested(BaseEvent):
@@ -230,11 +247,13 @@ class ChecksReported(BaseEvent):
 class WatchClean(BaseEvent):
     type: Literal["watch_clean"] = "watch_clean"
     summary: Text = ""
+    evidence: Evidence = {}  # the watch's figures; the machine does not read them
 
 
 class RegressionObserved(BaseEvent):
     type: Literal["regression_observed"] = "regression_observed"
     summary: Text = ""
+    evidence: Evidence = {}  # the watch's figures; the machine does not read them
 
 
 class RollbackConfirmed(BaseEvent):

@@ -23,7 +23,7 @@ from ephyra.core.forge_reports import (
     start_watch,
     watch_started,
 )
-from ephyra.core.proof import binding_problem
+from ephyra.core.proof import binding_problem, stale_problem
 from ephyra.core.quest import CheckpointRecord, Quest, Usage
 from ephyra.core.rules import CheckpointMode, MachinePolicy, WatchStart
 from ephyra.core.states import (
@@ -199,6 +199,15 @@ def _proof_completed(q: Quest, e: ev.ProofCompleted, p: MachinePolicy) -> Outcom
 def _proof_failed(q: Quest, e: ev.ProofFailed, p: MachinePolicy) -> Outcome:
     if not _proving(q):
         return f"no proof is running; the quest is {q.state}"
+    if e.bundle is not None:
+        # A failure of another revision, head or base says nothing about this one.
+        stale = stale_problem(
+            e.bundle, quest=q.id, revision=q.revision, base=q.base, head=q.patch_head
+        )
+        if stale:
+            return stale
+        if e.digest is not None and e.digest != e.bundle.digest():
+            return "proof digest does not match the canonical SHA-256 of the bundle"
     attempts = q.proof_attempts + 1
     # seed: a failed proof clears the claim before the quest moves on.
     changes: dict[str, Any] = {

@@ -13,7 +13,7 @@ does not attest that the commands ran — that is the runner's and the ledger's 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -40,6 +40,22 @@ class CheckResult(_AsSubmitted):
     passed: bool = Field(strict=True)
     duration_ms: int = Field(default=0, ge=0, strict=True)
     output_digest: str = ""
+    # What Ephyra's own proof records beside the verdict (``work.proof``); a bundle made
+    # elsewhere may leave them out, and then they are not part of its JSON or its digest.
+    # ``flaky``: failed, then passed when run once more; ``passed`` says whether it counted.
+    result: Literal["passed", "failed", "flaky"] | None = None
+    attempts: int = Field(default=1, ge=1, le=10, strict=True)
+    excerpt: str = Field(default="", max_length=4000)
+    note: str = Field(default="", max_length=2000)
+    # ``tests``: the tests failing at the base and at the head (node ids), when the base
+    # already had failures; ``probe``: each probe run, as "<name>: passed|failed".
+    base_failures: tuple[Annotated[str, Field(max_length=500)], ...] = Field(
+        default=(), max_length=200
+    )
+    head_failures: tuple[Annotated[str, Field(max_length=500)], ...] = Field(
+        default=(), max_length=200
+    )
+    probes: tuple[Annotated[str, Field(max_length=600)], ...] = Field(default=(), max_length=200)
 
 
 class ProofBundle(_AsSubmitted):
@@ -49,6 +65,7 @@ class ProofBundle(_AsSubmitted):
     base: Sha
     head: Sha
     checks: tuple[CheckResult, ...] = ()
+    runner: str = Field(default="", max_length=20)
 
     def digest(self) -> str:
         return canonical_digest(self.model_dump(mode="json"))
@@ -91,4 +108,20 @@ def binding_problem(
             return f"proof bundle lacks the required check {name!r}"
         if not check.passed:
             return f"required check {name!r} failed: report proof_failed instead"
+    return None
+
+
+def stale_problem(
+    bundle: ProofBundle, *, quest: str, revision: int, base: str | None, head: str | None
+) -> str | None:
+    """Why a failed proof's bundle is not about the quest as it is now (another revision,
+    head or base: the proof outlived what it was asked for), or None."""
+    for name, got, want in (
+        ("quest", bundle.quest, quest),
+        ("revision", bundle.revision, revision),
+        ("base", bundle.base, base),
+        ("head", bundle.head, head),
+    ):
+        if got != want:
+            return f"proof bundle {name} is {got!r} but the quest's is {want!r}"
     return None

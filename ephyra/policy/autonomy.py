@@ -49,9 +49,16 @@ class CheckpointPolicy(_Strict):
         return self
 
 
+# The checks every workspace has (``work.proof``); any other name in the matrix is a command
+# of ``work.checks``.
+BUILTIN_CHECKS = ("tests", "probe", "lint")
+
+
 class ProofPolicy(_Strict):
     attempts: int = Field(default=3, ge=1, le=20)
     matrix: dict[Risk, list[CheckName]] = {"low": [], "medium": [], "high": []}
+    # A check that fails and then passes when run once more is ``flaky``: failed, unless this.
+    allow_flaky: bool = False
 
 
 class Match(_Strict):
@@ -172,7 +179,7 @@ def parse_policy(text: str, source: str = "<policy>") -> AutonomyPolicy:
     if not isinstance(data, dict):
         raise PolicyError(source, [("", 1, "the policy must be a mapping of sections")])
     try:
-        return AutonomyPolicy.model_validate(data)
+        policy = AutonomyPolicy.model_validate(data)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
@@ -180,6 +187,30 @@ def parse_policy(text: str, source: str = "<policy>") -> AutonomyPolicy:
             path = ".".join(str(p) for p in loc)
             problems.append((path, _line_of(node, loc), error["msg"]))
         raise PolicyError(source, problems) from None
+    problems = [
+        (".".join(str(p) for p in loc), _line_of(node, loc), message)
+        for loc, message in unknown_checks(policy)
+    ]
+    if problems:
+        raise PolicyError(source, problems)
+    return policy
+
+
+def unknown_checks(policy: AutonomyPolicy) -> list[tuple[tuple[Any, ...], str]]:
+    """The proof matrix's names that no check answers to: neither a built-in check nor a
+    command of ``work.checks``; each with its place in the policy, so the error can name its
+    line. (``lint`` without a ``work.lint`` command is allowed here and fails the proof that
+    needs it, saying so: policies written before proof ran checks name it that way.)"""
+    found = []
+    for risk, names in policy.proof.matrix.items():
+        for index, name in enumerate(names):
+            loc = ("proof", "matrix", risk, index)
+            if name not in BUILTIN_CHECKS and name not in policy.work.checks:
+                known = ", ".join([*BUILTIN_CHECKS, *sorted(policy.work.checks)])
+                found.append(
+                    (loc, f"no check {name!r}: name one of {known}, or add it to work.checks")
+                )
+    return found
 
 
 def load_policy(path: str | Path) -> AutonomyPolicy:

@@ -19,7 +19,6 @@ from ephyra.core.events import (
     BaseMoved,
     ChecksReported,
     CommentAdded,
-    DeploymentObserved,
     ForgeCheck,
 )
 from ephyra.core.states import TERMINAL, State
@@ -180,8 +179,6 @@ def selection(fact: Fact, linked: Iterable[str] = ()) -> Selection:
         return Selection(states=BASE_STATES | _HELD)
     if isinstance(fact, Comment):
         return Selection(ids=fact.quests | frozenset(linked))
-    if isinstance(fact, Deployment):
-        return Selection(states=frozenset({State.WATCHING}))
     if isinstance(fact, CheckResult):
         return Selection(states=PATCH_STATES)
     if isinstance(fact, Review):
@@ -224,13 +221,10 @@ def deployed_landing(
     return (fact.sha, landed) if contains(fact.sha, landed) else None
 
 
-def concerned(
-    fact: Fact, quests: Iterable[OpenQuest], contains: Contains = _no_ancestry
-) -> list[str]:
-    """The ids of the quests a recorded fact is about, sorted: a deployment of a quest's landed
-    commit, a check on its patch head, a review naming it."""
-    if isinstance(fact, Deployment):
-        return sorted(q.id for q in quests if deployed_landing(fact, q, contains))
+def concerned(fact: Fact, quests: Iterable[OpenQuest]) -> list[str]:
+    """The ids of the quests a recorded fact is about, sorted: a check on its patch head, a
+    review naming it. (A deployment is decided by intake's deployments service, which asks
+    ``deployed_landing`` of each watching quest.)"""
     if isinstance(fact, CheckResult):
         return sorted(q.id for q in quests if q.patch_head == fact.sha)
     if isinstance(fact, Review):
@@ -249,40 +243,17 @@ def quest_events(
     prefix: str,
     delivery: str,
     received_at: datetime,
-    contains: Contains = _no_ancestry,
 ) -> list[BaseEvent]:
     """The quest events ``fact`` becomes, in quest-id order so the numbering is stable.
 
     - a push to the base branch → ``base_moved`` for each quest whose base matters, except a
       landing quest whose own patch the push carries (that is its landing, not a move);
     - a new comment → ``comment_added`` on each active quest it is tied to;
-    - a successful production deployment → ``deployment_observed`` on each watching quest whose
-      landed commit it carries and that has seen no deployment yet;
     - a check that passed or failed → ``checks_reported`` on each quest whose patch head it
       ran on, while that patch is proving, ready or landing (or held or parked there).
     Everything else becomes no quest event (see ``concerned`` for what is recorded).
     """
     ordered = sorted(quests, key=lambda q: q.id)
-    if isinstance(fact, Deployment):
-        if not fact.to_production:
-            return []
-        found = [
-            (q, hit)
-            for q in ordered
-            if q.deployed_commit is None and (hit := deployed_landing(fact, q, contains))
-        ]
-        return [
-            DeploymentObserved(
-                id=event_id(prefix, delivery, n),
-                quest=q.id,
-                at=fact.at or received_at,
-                actor=fact.actor,
-                commit=commit,
-                includes=landed,
-                environment=fact.environment[:200] or "production",
-            )
-            for n, (q, (commit, landed)) in enumerate(found)
-        ]
     if isinstance(fact, CheckResult):
         if fact.conclusion not in PASSED | FAILED:
             return []

@@ -28,7 +28,6 @@ import secrets
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -57,6 +56,7 @@ from ephyra.webhooks.webhooks import (
     quest_events,
     selection,
 )
+from intake.deployments.services import deployment_record
 from intake.hooks.credentials import (
     SecretUnavailable,
     file_reference,
@@ -68,7 +68,6 @@ from ledger.audit import audit_append
 from ledger.inbound import submit_event
 from quests.models import Quest, Workspace
 from quests.roles import require
-from quests.workspaces import commit_contains
 
 logger = logging.getLogger("ephyra.intake")
 
@@ -321,6 +320,33 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at else None
 
 
+def _deployment_receive(
+    workspace: Workspace, hook: Hook, delivery_id: str, fact: Deployment, received_at: datetime
+) -> Receipt:
+    """Hand a deployment to its service; the delivery row says what became of it."""
+    recorded = deployment_record(
+        workspace,
+        commit=fact.sha,
+        environment=fact.environment,
+        source=f"webhook:{hook.kind}",
+        at=fact.at or received_at,
+        actor=fact.actor,
+        production=fact.to_production,
+    )
+    row = recorded.deployment
+    told = list(recorded.applied)
+    delivery = WebhookDelivery.objects.get(
+        workspace=workspace, forge=hook.kind, delivery_id=delivery_id
+    )
+    delivery.quests = list(row.quests)
+    delivery.events = len(told)
+    delivery.details = {**delivery.details, "deployment": row.state, "reason": row.reason}
+    if not told:
+        delivery.outcome = WebhookDelivery.Outcome.RECORDED
+    delivery.save(update_fields=["quests", "events", "details", "outcome"])
+    return Receipt("accepted", len(told)) if told else Receipt("recorded")
+
+
 def delivery_receive(
     hook: Hook, *, delivery_id: str, event: str, fact: Fact, received_at: datetime
 ) -> Receipt:
@@ -330,15 +356,9 @@ def delivery_receive(
     event = redact(event)  # a header the forge chose: it is stored and logged
     fact = _redacted(for_workspace(fact, workspace.base_branch))
     quests = _load_quests(workspace, fact, _linked(hook, fact))
-    # Whether a deployed commit carries a landed one is a question for the repository mirror.
-    contains = partial(commit_contains, workspace)
+    # A deployment becomes no event here: its own service decides it, below.
     events = quest_events(
-        fact,
-        quests,
-        prefix=scheme.prefix,
-        delivery=delivery_id,
-        received_at=received_at,
-        contains=contains,
+        fact, quests, prefix=scheme.prefix, delivery=delivery_id, received_at=received_at
     )
     if events:
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("accepted", len(events))
@@ -346,8 +366,10 @@ def delivery_receive(
     elif isinstance(fact, Push | Comment):
         outcome, receipt = WebhookDelivery.Outcome.PROCESSED, Receipt("processed")
         about = []
-    elif isinstance(fact, Deployment | CheckResult | Review):
-        about = concerned(fact, quests, contains)
+    elif isinstance(fact, Deployment):
+        outcome, receipt, about = WebhookDelivery.Outcome.PROCESSED, Receipt("processed"), []
+    elif isinstance(fact, CheckResult | Review):
+        about = concerned(fact, quests)
         if isinstance(fact, Review) and not about:
             outcome = WebhookDelivery.Outcome.IGNORED
             receipt = Receipt("ignored", reason="the pull request names no quest of this workspace")
@@ -384,6 +406,8 @@ def delivery_receive(
         except IntegrityError:
             logger.info("%s delivery %s to %s: duplicate", hook.kind, delivery_id, workspace.slug)
             return Receipt("duplicate")
+        if isinstance(fact, Deployment):
+            receipt = _deployment_receive(workspace, hook, delivery_id, fact, received_at)
         if isinstance(fact, Review) and about:
             ReviewLink.objects.bulk_create(
                 [

@@ -135,6 +135,10 @@ class MinuteCount(models.Model):
                 fields=["workspace", "fingerprint", "minute"], name="minute_count_unique"
             )
         ]
+        indexes = [
+            # A watch's sums: every fingerprint of a workspace over a span of minutes.
+            models.Index(fields=["workspace", "minute"], name="minute_count_span"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.fingerprint[:15]}… {self.minute:%Y-%m-%d %H:%M}: {self.signals}"

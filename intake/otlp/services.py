@@ -23,6 +23,7 @@ from django.db.models import F
 from ephyra.core.events import BaseEvent, RegressionReopened, SignalRef, SignalSensed
 from ephyra.sql import insert_objects
 from ephyra.telemetry import Frame, ParseResult, SignalCandidate
+from intake.deployments.otlp import deployments_from_signals
 from intake.grouping import Route, Router
 from intake.locks import bound_waits, hold
 from intake.otlp.models import FingerprintMute, IngestedSignal, IngestToken
@@ -152,6 +153,7 @@ def signals_receive(
         for quest, count in sorted(muted.items()):  # in one order: two exports never deadlock
             _count_muted(workspace, quest, router, count, received_at)
         minutes_count(workspace, Counter(row.fingerprint for row in new), received_at)
+        deployments_from_signals(workspace, candidates, received_at)
     return stored
 
 

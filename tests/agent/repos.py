@@ -168,6 +168,39 @@ def test_a_line_without_quantity_counts_once():
 def test_quantities_multiply_the_price():
     assert total([{"price": 3, "quantity": 2}, {"price": 1, "quantity": 1}]) == 7
 """
+BROKEN_TEST = """def test_prices_are_in_cents():
+    assert 0.1 + 0.2 == 0.3, "floats are not cents"
+"""
+GUARD_TEST = """import pytest
+
+from shop.cart import total
+
+
+def test_a_line_must_name_its_quantity():
+    with pytest.raises(KeyError):
+        total([{"price": 3}])
+"""
+FLAKY_TEST = """import pathlib
+
+from shop.cart import total
+
+
+def test_the_cart_survives_a_second_look():
+    try:
+        total([{"price": 3}])
+    except KeyError:
+        return  # the broken cart: nothing to count
+    counter = pathlib.Path(".flaky-count")
+    seen = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(seen + 1))
+    assert seen > 0, "fails the first time it sees the fixed cart in this checkout"
+"""
+VIEWS_TEST = """from shop.views import checkout
+
+
+def test_checkout_totals_the_lines():
+    assert checkout({"lines": [{"price": 2, "quantity": 1}]}) == {"total": 2}
+"""
 SETUP = '''"""Install the requirements (pretend): fail on a package nobody has."""
 import pathlib
 import sys
@@ -237,6 +270,25 @@ class Shop:
             first_seen=datetime(2024, 3, 1, tzinfo=UTC),
         )
 
+    def views_signal(self, prefix: str = "/srv/app") -> SignalFacts:
+        """The second regression's error (``views_bug``), as ingest stores it."""
+        return SignalFacts(
+            fingerprint="fp-keyerror-items",
+            exception_type="KeyError",
+            message="'items'",
+            frames=(
+                Frame(f"{prefix}/shop/views.py", 7, "checkout", "shop.views", True),
+                Frame(
+                    "/usr/lib/python3/site-packages/django/core/handlers/base.py",
+                    197,
+                    "_get_response",
+                    "django.core.handlers.base",
+                    False,
+                ),
+            ),
+            first_seen=datetime(2024, 3, 1, tzinfo=UTC),
+        )
+
     def mirror(self, where: Path, *, depth: int | None = None) -> Path:
         """A bare mirror of the shop, as a workspace holds one (``depth``: shallow)."""
         args = ["clone", "--quiet", "--mirror"]
@@ -258,6 +310,10 @@ def shop_history(
     setup_fails: tuple[int, ...] = (),
     conflict: bool = False,
     suite_seconds: float = 0.0,
+    broken_test: bool = False,
+    guard_test: bool = False,
+    flaky_test: bool = False,
+    views_bug: bool = False,
 ) -> Shop:
     """Build the shop at ``path``: ``commits`` first-parent commits on main, the one at
     ``culprit`` (1-based) breaking ``line_total``.
@@ -267,7 +323,14 @@ def shop_history(
     in a merge (the first-parent culprit is that merge). ``setup_fails``: at these commits
     ``requirements.txt`` names a package the setup cannot install (fixed by the next one).
     ``conflict``: a later commit changes the broken line again, so reverting the culprit
-    conflicts. ``suite_seconds``: one more test that takes that long."""
+    conflicts. ``suite_seconds``: one more test that takes that long.
+
+    For proofs: ``broken_test``, a test that fails at every commit; ``guard_test``, a test added
+    after the culprit that asserts the broken behaviour (it passes at the head and fails once
+    the culprit is reverted); ``flaky_test``, a test that fails the first time it sees the
+    fixed cart in a checkout and passes after (a counter file in the checkout);
+    ``views_bug``: three commits after the culprit, a second, independent regression in
+    ``shop.views.checkout`` (``KeyError: 'items'``), with its own test."""
     if not 2 <= culprit <= commits:
         raise ValueError("the culprit must have a good commit before it")
     h = History()
@@ -302,6 +365,12 @@ def shop_history(
                 "tests/test_cart.py": TEST_CART,
                 "README.md": "# shop\n",
             }
+            if broken_test:
+                files["tests/test_prices.py"] = BROKEN_TEST
+            if flaky_test:
+                files["tests/test_flaky.py"] = FLAKY_TEST
+            if views_bug:
+                files["tests/test_views.py"] = VIEWS_TEST
             if suite_seconds:
                 files["tests/test_catalogue.py"] = (
                     "import time\n\n\ndef test_the_catalogue_loads():\n"
@@ -345,6 +414,10 @@ def shop_history(
             body = CONFLICTING_BODY
             files = {"shop/cart.py": cart()}
         files.update(requirements_change(n))
+        if guard_test and n == culprit + 2:
+            files["tests/test_strict.py"] = GUARD_TEST
+        if views_bug and n == culprit + 3:
+            files["shop/views.py"] = VIEWS.replace('request["lines"]', 'request["items"]')
         if merges and n % 4 == 0 and n not in setup_fails and n - 1 not in setup_fails:
             branch = f"feature/{n}"
             h.branch(branch, first_parent[-1])

@@ -285,7 +285,11 @@ def test_a_staging_deployment_is_recorded_and_watched_by_no_quest(client, worksp
     response = deliver(client, "gitlab", "Deployment Hook", payload)
     assert (response.status_code, response.json()) == (200, {"status": "recorded"})
     row = WebhookDelivery.objects.get()
-    assert (row.quests, row.details["production"]) == (["checkout-500"], False)
+    assert (row.quests, row.details["production"]) == ([], False)
+    assert (row.details["deployment"], row.details["reason"]) == (
+        "decided",
+        "production-eu is not production: recorded, no watch opens",
+    )
     assert inbound(workspace) == []
 
 
@@ -298,7 +302,7 @@ def test_a_second_deployment_of_the_same_commit_is_recorded_not_observed_again(
     apply_inbound(workspace)
     again = deliver(client, "github", "deployment_status", body, delivery="d-2")
     assert (again.status_code, again.json()) == (200, {"status": "recorded"})
-    assert [row.event_id for row in inbound(workspace)] == ["gh-d-1-0"]
+    assert [row.type for row in inbound(workspace)] == ["deployment_observed"]
 
 
 @pytest.mark.parametrize(

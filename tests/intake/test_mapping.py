@@ -10,7 +10,6 @@ from ephyra.core.events import (
     BaseMoved,
     ChecksReported,
     CommentAdded,
-    DeploymentObserved,
     ForgeCheck,
 )
 from ephyra.core.states import State
@@ -31,6 +30,7 @@ from ephyra.webhooks.webhooks import (
     OpenQuest,
     base_matters,
     concerned,
+    deployed_landing,
     for_workspace,
     parse_delivery,
     quest_events,
@@ -273,62 +273,33 @@ def test_the_same_delivery_always_names_the_same_events():
     assert events_of(PUSH, quests) == events_of(PUSH, list(reversed(quests)))
 
 
-def test_a_deployment_concerns_the_watching_quest_that_landed_its_commit():
+def test_a_deployment_names_the_landed_commit_by_its_prefix_whole():
     fact = Deployment("c0ffee15", "production", "gitlab:root", None)
-    quests = [
-        quest("w1", "watching", landed_commit=LANDED),
-        quest("w2", "watching", landed_commit="d" * 40),
-    ]
-    assert concerned(fact, quests) == ["w1"]
-    (event,) = events_of(fact, quests)
-    # A prefix names the commit the quest landed; the event names it whole.
-    assert (type(event), event.quest, event.commit, event.includes, event.at) == (
-        DeploymentObserved,
-        "w1",
+    assert deployed_landing(fact, quest("w1", "watching", landed_commit=LANDED)) == (
         LANDED,
         LANDED,
-        NOW,
     )
+    assert deployed_landing(fact, quest("w2", "watching", landed_commit="d" * 40)) is None
+    assert deployed_landing(fact, quest("w3", "ready", landed_commit=LANDED)) is None
+    assert events_of(fact, [quest("w1", "watching", landed_commit=LANDED)]) == []  # decided later
 
 
 LATER = "e1" * 20  # a commit of the base branch after LANDED
 
 
-def deployments_of(fact, quests, contains):
-    return quest_events(
-        fact, quests, prefix="gh", delivery="d-1", received_at=NOW, contains=contains
-    )
-
-
 def test_a_deployment_of_a_later_commit_carries_the_landed_one_when_the_repository_says_so():
     fact = Deployment(LATER, "production", "github:octocat", NOW, True)
-    quests = [quest("w1", "watching", landed_commit=LANDED)]
+    watching = quest("w1", "watching", landed_commit=LANDED)
     asked = []
 
     def contains(deployed, landed):
         asked.append((deployed, landed))
         return True
 
-    (event,) = deployments_of(fact, quests, contains)
-    assert (event.commit, event.includes) == (LATER, LANDED)
+    assert deployed_landing(fact, watching, contains) == (LATER, LANDED)
     assert asked == [(LATER, LANDED)]
-    assert deployments_of(fact, quests, lambda d, landed: False) == []
-    assert deployments_of(fact, quests, lambda d, landed: None) == []  # the mirror cannot tell
-
-
-def test_a_deployment_is_observed_once_per_quest_and_only_in_production():
-    quests = [
-        quest("seen", "watching", landed_commit=LANDED, deployed_commit=LANDED),
-        quest("new", "watching", landed_commit=LANDED),
-    ]
-    prod = Deployment(LANDED, "production", "github:octocat", NOW)
-    assert [e.quest for e in events_of(prod, quests)] == ["new"]
-    for not_prod in (
-        Deployment(LANDED, "staging", "github:octocat", NOW),
-        Deployment(LANDED, "production", "gitlab:root", NOW, False),  # the forge's tier says so
-    ):
-        assert events_of(not_prod, quests) == []
-    assert events_of(Deployment(LANDED, "eu-1", "github:octocat", NOW, True), quests)
+    assert deployed_landing(fact, watching, lambda d, landed: False) is None
+    assert deployed_landing(fact, watching, lambda d, landed: None) is None  # cannot tell
 
 
 def test_a_check_result_concerns_the_quests_whose_patch_it_ran_on():

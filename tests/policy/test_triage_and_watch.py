@@ -3,7 +3,7 @@ import pytest
 from ephyra.core.states import Severity
 from ephyra.policy import parse_policy
 from ephyra.policy.triage import SignalFacts, triage
-from ephyra.policy.watch import WatchSample, WatchVerdict, judge_watch
+from ephyra.policy.watch import WatchFigures, WatchVerdict, judge_watch
 
 POLICY = parse_policy(
     """\
@@ -65,43 +65,34 @@ def test_the_first_matching_rule_picks_the_route(facts, route, rule):
 
 
 def test_a_watch_sees_the_fixed_error_come_back_as_a_regression():
-    verdict, why = judge_watch(
-        WatchSample(1000, 5),
-        WatchSample(10, 1, fingerprint_seen=True),
-        POLICY.watch,
-        window_over=False,
-    )
-    assert verdict is WatchVerdict.REGRESSION and why == "the fixed error was seen again"
-
-
-def test_a_doubling_of_the_error_rate_is_a_regression():
-    verdict, why = judge_watch(
-        WatchSample(1000, 10), WatchSample(500, 25), POLICY.watch, window_over=False
-    )
+    verdict, why = judge_watch(WatchFigures(3, fixed_seen=2), POLICY.watch, window_over=False)
     assert verdict is WatchVerdict.REGRESSION
-    assert why == "error rate 5.00% is above 2.00% (2.0x the baseline 1.00%)"
+    assert why == "the fixed error was seen again: 2 signals in 3 min after the deployment"
 
 
-def test_a_quiet_window_is_clean_only_once_it_is_over_and_saw_enough():
-    assert (
-        judge_watch(WatchSample(1000, 10), WatchSample(500, 5), POLICY.watch, window_over=False)[0]
-        is WatchVerdict.UNDECIDED
+def test_other_errors_above_the_ratio_of_their_rate_before_are_a_regression():
+    # 100 other errors in 10 minutes against 50 in the 30 before: 10/min against 1.67/min.
+    figures = WatchFigures(10, other_errors=100, other_before=50, minutes_before=30)
+    verdict, why = judge_watch(figures, POLICY.watch, window_over=False)
+    assert verdict is WatchVerdict.REGRESSION
+    assert why == (
+        "100 other errors in 10 min: 10.00/min is above 3.33/min (2.0x the 1.67/min before)"
     )
-    assert judge_watch(
-        WatchSample(1000, 10), WatchSample(50, 0), POLICY.watch, window_over=True
-    ) == (WatchVerdict.UNDECIDED, "only 50 events seen; 100 are needed to judge")
-    assert (
-        judge_watch(WatchSample(1000, 10), WatchSample(500, 5), POLICY.watch, window_over=True)[0]
-        is WatchVerdict.CLEAN
-    )
+
+
+def test_fewer_other_errors_than_min_events_are_not_judged_by_their_rate():
+    figures = WatchFigures(1, other_errors=99, other_before=0, minutes_before=30)
+    assert judge_watch(figures, POLICY.watch, window_over=False)[0] is WatchVerdict.UNDECIDED
+
+
+def test_a_quiet_window_is_clean_only_once_it_is_over():
+    figures = WatchFigures(30, other_errors=5, other_before=5, minutes_before=30)
+    assert judge_watch(figures, POLICY.watch, window_over=False)[0] is WatchVerdict.UNDECIDED
+    assert judge_watch(figures, POLICY.watch, window_over=True)[0] is WatchVerdict.CLEAN
 
 
 def test_new_fingerprints_beyond_the_boundary_are_a_regression():
-    verdict, why = judge_watch(
-        WatchSample(1000, 10),
-        WatchSample(500, 0, new_fingerprints=1),
-        POLICY.watch,
-        window_over=False,
-    )
+    figures = WatchFigures(5, new_fingerprints=("fp-new",))
+    verdict, why = judge_watch(figures, POLICY.watch, window_over=False)
     assert verdict is WatchVerdict.REGRESSION
-    assert why == "1 new error fingerprints appeared (at most 0 allowed)"
+    assert why == "1 new error fingerprints in the patched files (at most 0 allowed)"

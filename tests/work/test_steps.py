@@ -1,9 +1,10 @@
 """A quest does the work on a real repository, through the worker: research, reproduction,
-the culprit located by bisect, and its revert on the revision's branch, stopping at A and B
-for a person. No model; real subprocesses through the runner."""
+the culprit located by bisect, its revert on the revision's branch and the proof of it,
+stopping at A, B and C for a person. No model; real subprocesses through the runner."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from datetime import UTC, datetime
@@ -11,10 +12,13 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth import get_user_model
 
+from ephyra.agent.inputs import SignalFacts
 from ephyra.compose import effect_adapters
+from ephyra.core.canonical import canonical_digest
 from ephyra.core.events import SignalRef, SignalSensed
 from intake.models import IngestedSignal
 from ledger.inbound import submit_event
+from ledger.models import Operation
 from quests import actions
 from quests.actions import Seen
 from quests.models import Quest, Workspace
@@ -33,6 +37,9 @@ POLICY = """version: 1
 checkpoints: {{A: {{mode: blocking}}, B: {{mode: blocking}}, C: {{mode: blocking}}}}
 triage:
   default: {{route: auto_fix, risk: low}}
+proof:
+  matrix: {{low: [{checks}], medium: [tests], high: [tests, probe]}}
+  allow_flaky: {allow_flaky}
 work:
   runner: {runner}
   setup: [[{python}, tools/setup.py]]
@@ -40,34 +47,50 @@ work:
 """
 
 
-def shop_workspace(tmp_path, settings, *, conflict: bool = False, runner: str = "local"):
+def shop_workspace(
+    tmp_path,
+    settings,
+    *,
+    conflict: bool = False,
+    runner: str = "local",
+    checks: str = "tests, probe",
+    allow_flaky: bool = False,
+    **history,
+):
     settings.DATA_DIR = tmp_path / "data"
     settings.EPHYRA_POLL_MS = 20
     settings.EPHYRA_ACTION_WAIT_MS = 0
-    shop = shop_history(tmp_path / "shop", conflict=conflict)
+    shop = shop_history(tmp_path / "shop", conflict=conflict, **history)
     workspace = workspace_create("shop", str(shop.path), base_branch="main")
-    version = policy_version_add(
-        workspace, POLICY.format(python=python(), runner=runner), reviewed_by="setup"
+    text = POLICY.format(
+        python=python(),
+        runner=runner,
+        checks=checks,
+        allow_flaky=str(allow_flaky).lower(),
     )
+    version = policy_version_add(workspace, text, reviewed_by="setup")
     Workspace.objects.filter(pk=workspace.pk).update(policy=version)
     effect_adapters.cache_clear()
     return shop, Workspace.objects.get(pk=workspace.pk)
 
 
-def production_error(workspace: Workspace, shop: Shop, quest_id: str = "q-cart") -> None:
+def production_error(
+    workspace: Workspace, shop: Shop, quest_id: str = "q-cart", facts: SignalFacts | None = None
+) -> None:
     """The error as intake stores it, and the signal that opens the quest."""
-    facts = shop.signal()
+    facts = facts or shop.signal()
+    title = f"{facts.exception_type}: {facts.message}"
     now = datetime.now(UTC)
     IngestedSignal.objects.create(
         workspace=workspace,
-        signal_id="sig-1",
+        signal_id=f"sig-{quest_id}",
         quest_id=quest_id,
         event=IngestedSignal.Event.SENSED,
         source="log",
         severity="error",
         fingerprint=facts.fingerprint,
         fingerprint_version=1,
-        title="KeyError: 'quantity'",
+        title=title,
         exception_type=facts.exception_type,
         message=facts.message,
         frames=[
@@ -82,10 +105,9 @@ def production_error(workspace: Workspace, shop: Shop, quest_id: str = "q-cart")
         ],
         received_at=now,
     )
-    signal = SignalRef(id="sig-1", fingerprint=facts.fingerprint, title="KeyError: 'quantity'")
-    submit_event(
-        workspace, SignalSensed(id="sensed-1", quest=quest_id, at=now, signal=signal), source="t"
-    )
+    signal = SignalRef(id=f"sig-{quest_id}", fingerprint=facts.fingerprint, title=title)
+    sensed = SignalSensed(id=f"sensed-{quest_id}", quest=quest_id, at=now, signal=signal)
+    submit_event(workspace, sensed, source="t")
 
 
 @pytest.fixture
@@ -99,11 +121,12 @@ def worker():
     erase_audit_log()
 
 
-def reached(state: str, seconds: float = 120) -> Quest:
-    assert wait_until(lambda: Quest.objects.filter(state=state).exists(), seconds), list(
-        Quest.objects.values_list("state", "park_reason")
+def reached(state: str, seconds: float = 120, quest_id: str = "q-cart") -> Quest:
+    rows = Quest.objects.filter(quest_id=quest_id)
+    assert wait_until(lambda: rows.filter(state=state).exists(), seconds), list(
+        Quest.objects.values_list("quest_id", "state", "park_reason")
     )
-    return Quest.objects.get()
+    return rows.get()
 
 
 def approve(quest: Quest, checkpoint: str) -> None:
@@ -117,7 +140,7 @@ def approve(quest: Quest, checkpoint: str) -> None:
         checkpoint=checkpoint,
         verdict="approve",
         seen=Seen(quest.journal_head, quest.revision),
-        key=f"approve-{checkpoint}",
+        key=f"approve-{quest.quest_id}-{quest.revision}-{checkpoint}",
     )
 
 
@@ -137,7 +160,8 @@ def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, se
     assert recorded["plan"].startswith(f"revert {shop.culprit[:12]}")
     approve(quest, "B")
 
-    quest = reached("proving")
+    # The revert is proven (the suite and the reproduction at the head) and C waits.
+    quest = reached("ready")
     head, base = quest.data["patch_head"], quest.data["base"]
     assert base == shop.head
     mirror = workspace.repository
@@ -155,6 +179,26 @@ def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, se
         check=True,
     ).stdout
     assert f"This reverts commit {shop.culprit}" in message
+    proven = quest_event(quest, "proof_completed")
+    bundle = proven["bundle"]
+    assert canonical_digest(bundle) == proven["digest"] == quest.data["proof_digest"]
+    assert (bundle["quest"], bundle["revision"], bundle["risk"]) == ("q-cart", 1, "low")
+    assert (bundle["base"], bundle["head"], bundle["runner"]) == (base, head, "local")
+    assert [(c["name"], c["result"]) for c in bundle["checks"]] == [
+        ("tests", "passed"),
+        ("probe", "passed"),
+    ]
+    tests, probe = bundle["checks"]
+    assert tests["exit_code"] == 0 and tests["duration_ms"] > 0 and "passed" in tests["excerpt"]
+    assert probe["probes"] == ["q-cart (this quest's reproduction): passed"]
+    # Each check names its output by the digest of the file kept (redacted) as an artifact.
+    stored = {
+        "sha256:" + hashlib.sha256(log.read_bytes()).hexdigest()
+        for log in (tmp_path / "data" / "artifacts").rglob("proof-*/*.log")
+    }
+    assert {tests["output_digest"], probe["output_digest"]} <= stored
+    asked = Operation.objects.filter(quest_id="q-cart", type="request_checkpoint")
+    assert wait_until(lambda: asked.filter(payload__checkpoint="C").exists(), 30)
 
 
 def test_a_revert_that_conflicts_parks_the_quest_with_the_files(tmp_path, settings, worker):
@@ -191,7 +235,11 @@ def test_the_same_work_runs_in_the_sandbox(tmp_path, settings, worker):
     records = list((tmp_path / "data" / "artifacts").rglob("*.json"))
     assert any(json.loads(r.read_text()).get("runner") == "sandbox" for r in records)
     approve(quest, "B")
-    assert reached("proving").data["base"] == shop.head
+    quest = reached("ready")
+    assert quest.data["base"] == shop.head
+    bundle = quest_event(quest, "proof_completed")["bundle"]
+    assert bundle["runner"] == "sandbox"
+    assert [c["result"] for c in bundle["checks"]] == ["passed", "passed"]
 
 
 def test_a_killed_quests_worktree_is_removed_and_its_branch_kept(tmp_path, settings, worker):

@@ -1,0 +1,1 @@
+"""Deployments: which commit runs where, from forge webhooks, ``manage.py deployed`` and OTLP."""
