@@ -52,6 +52,9 @@ from benchmarks.effectiveness_repos import (  # noqa: E402
 
 TARGET_MEDIAN = 120.0  # seconds, signal to landed, for suites under 10 s
 CHECKPOINTS = {"hypothesised": "A", "planned": "B", "ready": "C"}
+# The run has its own SQLite database and file broker in its data directory, never the
+# developer's database: these variables are not passed on.
+ISOLATED = ("DATABASE_URL", "REDIS_URL")
 ENDED = {"parked", "abandoned", "handed_off", "closed"}
 POLICY = """version: 1
 checkpoints: {{A: {{mode: blocking}}, B: {{mode: blocking}}, C: {{mode: blocking}}}}
@@ -89,7 +92,7 @@ class Ephyra:
         self.data, self.port = data, port
         self.url = f"http://127.0.0.1:{port}"
         self.env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in ISOLATED},
             "EPHYRA_DATA_DIR": str(data),
             "DJANGO_SETTINGS_MODULE": "ephyra.settings",
             "DEBUG": os.environ.get("DEBUG", "true"),
@@ -132,6 +135,8 @@ class Ephyra:
 
 
 def setup_django(data: Path) -> None:
+    for name in ISOLATED:
+        os.environ.pop(name, None)
     os.environ["EPHYRA_DATA_DIR"] = str(data)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ephyra.settings")
     os.environ.setdefault("DEBUG", "true")
@@ -227,8 +232,8 @@ def run_case(n: int, regression: Regression, pristine: Path, home: Path, ephyra:
     recorded = events(quest, "reproduction_recorded")
     culprit = recorded[-1].evidence.get("culprit") if recorded else None
     row.located = culprit == history.culprit
-    if not row.located:
-        row.note = f"culprit {str(culprit)[:12]}, injected {history.culprit[:12]}"
+    if culprit and not row.located:
+        row.note = f"culprit {culprit[:12]}, injected {history.culprit[:12]}"
     conflicted = [e for e in events(quest, "patch_failed") if e.reason == "revert_conflict"]
     if conflicted:
         row.conflict = "parked" if took is None else "resolved"

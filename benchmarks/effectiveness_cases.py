@@ -91,7 +91,7 @@ REGRESSIONS = (
       '}.get(number % 10, "th")', "}[number % 10]", "inflection.ordinalize(5)", conflict=True),
     # toolz: the regressions in itertoolz.
     R("toolz", "last-off-by-one", "last",
-      "return tail(1, seq)[0]", "return tail(1, seq)[1]", "toolz.last([1, 2, 3])"),
+      "return tail(1, seq)[0]", "return tail(1, seq)[1]", "toolz.last('xyz')"),
     R("toolz", "frequencies-default", "frequencies",
       "d = collections.defaultdict(int)", "d = {}", "toolz.frequencies(['cat', 'ox'])"),
     R("toolz", "groupby-default", "groupby",

@@ -451,7 +451,9 @@ def _facts(
     """(exception type, message, frames with in-app as the options say), or why not."""
     if not exc_type:
         exc_type = parsed.exception_type
-    if not message:
+    # Python's OpenTelemetry SDK sends str(args[0]) as the message ('ascii' of a
+    # UnicodeEncodeError); the stack trace's last line holds str(exception) whole.
+    if not message or (parsed.message and message in parsed.message):
         message = parsed.message
     if not (exc_type or message or parsed.frames):
         return Unusable("an error record with no body and no exception attributes")
