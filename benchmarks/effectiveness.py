@@ -78,7 +78,7 @@ class Row:
     case: str
     located: bool = False
     landed: bool = False
-    conflict: str = "-"  # -, parked, resolved
+    conflict: str = "-"  # -, parked, resolved, or not seen by git (the proof parked it)
     wrong: bool | None = None  # None: nothing landed to check
     seconds: float | None = None  # signal to landed
     state: str = ""
@@ -138,7 +138,7 @@ def setup_django(data: Path) -> None:
     for name in ISOLATED:
         os.environ.pop(name, None)
     os.environ["EPHYRA_DATA_DIR"] = str(data)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ephyra.settings")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ephyra.settings"  # the server's, even under pytest
     os.environ.setdefault("DEBUG", "true")
     import django
 
@@ -237,6 +237,10 @@ def run_case(n: int, regression: Regression, pristine: Path, home: Path, ephyra:
     conflicted = [e for e in events(quest, "patch_failed") if e.reason == "revert_conflict"]
     if conflicted:
         row.conflict = "parked" if took is None else "resolved"
+    elif regression.conflict and took is None and quest.park_reason == "proof_attempts_exhausted":
+        # git merged the revert without a conflict (a merge driver of the project's own, say)
+        # and the proof caught what it got wrong.
+        row.conflict = "not seen by git; proof failed, parked"
     if took is not None:
         row.landed = bool(events(quest, "proof_completed"))
         passed, said = suite_passes(PROJECTS[regression.project], history.remote, where)
@@ -277,7 +281,7 @@ def table(rows: list[Row], load: str) -> str:
     median = statistics.median(times) if times else None
     worst = max(times) if times else None
     conflicts = sum(r.conflict != "-" for r in rows)
-    parked = sum(r.conflict == "parked" for r in rows)
+    parked = sum("parked" in r.conflict for r in rows)
     lines += [
         "",
         f"cases: {len(rows)}; culprit located: {located}/{len(rows)} (target: all); proven fix "

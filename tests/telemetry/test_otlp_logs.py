@@ -162,9 +162,9 @@ def test_a_full_success_response_has_no_partial_success_in_either_encoding():
 
 
 
-def test_an_exception_with_several_arguments_keeps_its_whole_message_not_the_first_argument():
-    # The SDK's logging handler sends str(args[0]) as exception.message: 'ascii' for this
-    # error. Its traceback's last line has the message Python prints, as a test failure shows.
+def logged_through_the_sdk_handler(fail) -> ExportLogsServiceRequest:
+    """What an application's ``logger.exception`` sends through the SDK's logging handler when
+    ``fail()`` raises."""
     import logging
     import warnings
 
@@ -181,16 +181,34 @@ def test_an_exception_with_several_arguments_keeps_its_whole_message_not_the_fir
     logger = logging.getLogger("shop.names")
     logger.addHandler(handler)
     try:
-        "\u00e4l\u00e4m\u00f6l\u00f6".encode("ascii")
-    except UnicodeEncodeError:
+        fail()
+    except Exception:
         logger.exception("naming failed")
     finally:
         logger.removeHandler(handler)
     provider.shutdown()
+    return encode_logs(exporter.get_finished_logs())
 
-    [c] = both(encode_logs(exporter.get_finished_logs())).candidates
+
+def test_an_exception_with_several_arguments_keeps_its_whole_message_not_the_first_argument():
+    # The SDK's logging handler sends str(args[0]) as exception.message: 'ascii' for this
+    # error. Its traceback's last line has the message Python prints, as a test failure shows.
+    def fail():
+        "\u00e4l\u00e4m\u00f6l\u00f6".encode("ascii")
+
+    [c] = both(logged_through_the_sdk_handler(fail)).candidates
     assert c.exception_type == "UnicodeEncodeError"
     assert c.message == (
         "'ascii' codec can't encode character '\\xe4' in position 0: ordinal not in range(128)"
     )
     assert c.title.startswith("UnicodeEncodeError: 'ascii' codec can't encode")
+
+
+def test_an_exception_without_a_message_is_not_given_the_logs_body_as_one():
+    # A bare StopIteration has no message; the body is what the application said around it.
+    def fail():
+        next(iter([]))
+
+    [c] = both(logged_through_the_sdk_handler(fail)).candidates
+    assert (c.exception_type, c.message, c.title) == ("StopIteration", "", "StopIteration")
+    assert c.body == "naming failed"
