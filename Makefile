@@ -4,16 +4,29 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench soak replay-example clean
+# The locks: every package pinned with its hashes (requirements/*.txt, made by `make lock`).
+RUNTIME_LOCK := requirements/runtime.txt
+DEV_LOCK := requirements/dev.txt
+PIP_COMPILE := $(BIN)/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe \
+	--no-emit-find-links --no-emit-index-url --no-emit-trusted-host
+
+.PHONY: run test lint lock bench soak replay-example clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall whenever the dependencies change.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# Reinstall whenever the dependencies or their lock change: exactly the locked files (pip
+# refuses any whose hash differs), then Ephyra itself without resolving anything again.
+$(STAMP): pyproject.toml $(DEV_LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
+
+# Write the locks again from pyproject.toml. Pins already in a lock are kept (a new dependency
+# is added, nothing else moves); `make lock UPGRADE=--upgrade` moves everything to the newest.
+lock: | $(STAMP)
+	$(PIP_COMPILE) $(UPGRADE) --output-file $(RUNTIME_LOCK) pyproject.toml
+	$(PIP_COMPILE) $(UPGRADE) --extra dev --output-file $(DEV_LOCK) pyproject.toml
 
 # The web server and one worker (scripts/run.sh); Ctrl-C stops both.
 run: $(STAMP)
@@ -23,7 +36,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# A model changed without its migration fails here, before any test runs.
 test: lint
+	DEBUG=true $(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -66,7 +66,8 @@ class Follower:
     deploy: Callable[[Quest], None]  # when the landed commit is to be deployed
     seen_state: tuple[str, int] | None = None
     ops: dict[int, str] = field(default_factory=dict)
-    asked: set[tuple[str, int]] = field(default_factory=set)
+    asked: set[tuple[str, int, str]] = field(default_factory=set)
+    waiting: set[tuple[str, int]] = field(default_factory=set)
     deployed: set[int] = field(default_factory=set)
     stuck: set[int] = field(default_factory=set)
 
@@ -114,8 +115,10 @@ class Follower:
                     self.say(f"  {name}: {text.splitlines()[0][:160]}")
         self.operations(quest)
         checkpoint = CHECKPOINTS.get(quest.state)
-        if checkpoint and (checkpoint, quest.revision) not in self.asked:
-            self.asked.add((checkpoint, quest.revision))
+        if checkpoint and (checkpoint, quest.revision, quest.journal_head) not in self.asked:
+            # Asked again when the journal moved while the quest waits (a repeat of the signal
+            # merged): an approval of what the person saw before is refused as stale.
+            self.asked.add((checkpoint, quest.revision, quest.journal_head))
             self.decide(quest, checkpoint)
         landed = quest.data.get("landed_commit")
         if quest.state == "watching" and landed and quest.revision not in self.deployed:
@@ -133,21 +136,30 @@ class Follower:
 
     def decide(self, quest: Quest, checkpoint: str) -> None:
         if self.approver is None:
-            self.say(
-                f"checkpoint {checkpoint}: waiting for a reviewer to approve at "
-                f"{self.quest_url(quest)}"
-            )
+            if (checkpoint, quest.revision) not in self.waiting:
+                self.waiting.add((checkpoint, quest.revision))
+                self.say(
+                    f"checkpoint {checkpoint}: waiting for a reviewer to approve at "
+                    f"{self.quest_url(quest)}"
+                )
             return
-        actions.checkpoint_decide(
-            self.approver,
-            quest,
-            checkpoint=checkpoint,
-            verdict="approve",
-            comment="approved by the demo (--approve-as)",
-            seen=Seen(quest.journal_head, quest.revision),
-            key=f"demo-{checkpoint}-r{quest.revision}",
-        )
         name = self.approver.get_username()
+        try:
+            submitted = actions.checkpoint_decide(
+                self.approver,
+                quest,
+                checkpoint=checkpoint,
+                verdict="approve",
+                comment="approved by the demo (--approve-as)",
+                seen=Seen(quest.journal_head, quest.revision),
+                key=f"demo-{checkpoint}-r{quest.revision}-{quest.journal_head[:16]}",
+            ).wait(timeout=10)
+        except actions.ActionError as refused:  # the quest moved: look again
+            self.say(f"checkpoint {checkpoint}: not approved yet ({refused}); looking again")
+            return
+        if submitted.state == "refused":
+            self.say(f"checkpoint {checkpoint}: the approval was refused ({submitted.reason})")
+            return
         self.say(f"checkpoint {checkpoint}: approved as {name} (the audit trail names {name})")
 
     def operations(self, quest: Quest) -> None:

@@ -119,7 +119,7 @@ class Demo:
     def quest_url(self, quest: Quest) -> str:
         return f"{self.url}/q/{quest.workspace.slug}/{quest.quest_id}/"
 
-    def server_answers(self, patience: float = 15) -> None:
+    def server_answers(self, patience: float = 10) -> None:
         """The server answers (it may still be starting: a few seconds' patience)."""
         deadline = time.monotonic() + patience
         while time.monotonic() < deadline:

@@ -6,6 +6,8 @@ under ``./.ephyra`` (or ``EPHYRA_DATA_DIR``), so a laptop needs no server.
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ephyra.environment import (
     env_bool,
     env_broker,
@@ -16,6 +18,7 @@ from ephyra.environment import (
     env_origins,
     env_path,
     env_proxy_ssl_header,
+    env_secret,
     env_secret_key,
     env_str,
     filesystem_broker,
@@ -41,7 +44,7 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 # A load balancer or a container's health probe asks over plain HTTP, from inside.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
@@ -69,6 +72,7 @@ INSTALLED_APPS = [
     "worker",
     "inbox",
     "demo",
+    "ops",
 ]
 
 MIDDLEWARE = [
@@ -227,10 +231,27 @@ else:
         }
     }
 
+# Prometheus metrics (ops/): with a token, /metrics answers only "Authorization: Bearer <token>";
+# without one, only requests from the host itself (127.0.0.1, ::1). docs/observability.md.
+EPHYRA_METRICS_TOKEN = env_secret("EPHYRA_METRICS_TOKEN") or ""
+
+# "text" (the default) or "json": one JSON object per line, redacted (ephyra/jsonlog.py).
+EPHYRA_LOG_FORMAT = env_str("EPHYRA_LOG_FORMAT", "text").strip().lower()
+if EPHYRA_LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(
+        f"EPHYRA_LOG_FORMAT must be text or json, not {EPHYRA_LOG_FORMAT!r}"
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"()": "ephyra.logformat.RedactingFormatter"},
+        "json": {"()": "ephyra.logformat.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": EPHYRA_LOG_FORMAT},
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         # Celery's "Task ... received" and "... succeeded" lines, one pair per message. Its only

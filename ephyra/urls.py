@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("ops.urls")),
     path("", include("inbox.urls")),
     path("", include("quests.urls")),
     path("missions/", include("missions.urls")),

@@ -4,7 +4,14 @@ from django.utils import timezone
 
 from ephyra.readonly_admin import ReadOnlyAdmin
 from intake.hooks.credentials import validate_reference
-from intake.models import Hook, IngestedSignal, IngestToken, ReviewLink, WebhookDelivery
+from intake.models import (
+    Deployment,
+    Hook,
+    IngestedSignal,
+    IngestToken,
+    ReviewLink,
+    WebhookDelivery,
+)
 from intake.otlp.models import FingerprintMute
 
 
@@ -109,3 +116,11 @@ class FingerprintMuteAdmin(ReadOnlyAdmin):
     @admin.display(boolean=True, description="holds now")
     def holds(self, mute: FingerprintMute) -> bool:
         return mute.until > timezone.now()
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(ReadOnlyAdmin):
+    """Read-only: deployments are written by their service alone (docs/work.md)."""
+
+    list_display = ("commit", "workspace", "environment", "source", "state", "reason", "at")
+    list_filter = ("state", "environment", "source")

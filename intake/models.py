@@ -9,6 +9,7 @@ from intake.otlp.models import (
     IngestToken,
     MergeWindow,
     MinuteCount,
+    RefusedExports,
 )
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "IngestedSignal",
     "MergeWindow",
     "MinuteCount",
+    "RefusedExports",
     "ReviewLink",
     "WebhookDelivery",
 ]

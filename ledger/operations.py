@@ -9,6 +9,7 @@ changes nothing either, and says so by its return value.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from django.db import transaction
@@ -19,6 +20,29 @@ from ledger.lease import Fence, LeaseLost, fence_check
 from ledger.models import Operation
 
 State = Operation.State
+# One line per recorded outcome (docs/observability.md): with EPHYRA_LOG_FORMAT=json, a JSON
+# object with the key, type, quest, state and how long the delivery took.
+outcomes = logging.getLogger("ephyra.effects")
+
+
+def _log_outcome(op: Operation, state: str) -> None:
+    seconds = None
+    if op.started_at is not None and op.finished_at is not None:
+        seconds = round((op.finished_at - op.started_at).total_seconds(), 6)
+    outcomes.info(
+        "effect %s %s: %s",
+        op.type,
+        op.key,
+        state,
+        extra={
+            "key": op.key,
+            "effect_type": op.type,
+            "quest": op.quest_id,
+            "state": state,
+            "attempts": op.attempts,
+            "duration_seconds": seconds,
+        },
+    )
 
 
 def holds_claim(fence: Fence, op: Operation) -> bool:
@@ -118,6 +142,7 @@ def finish(
     if done:
         for name, value in changes.items():
             setattr(op, name, value)
+        _log_outcome(op, state)
     return bool(done)
 
 
@@ -138,6 +163,9 @@ def finish_many(fence: Fence, results: list[tuple[Operation, str, dict]]) -> lis
                 for name, value in changes.items():
                     setattr(op, name, value)
                 done.append(op)
+    for op, state, _ in results:
+        if op in done:
+            _log_outcome(op, state)
     return done
 
 
@@ -152,6 +180,7 @@ def supersede(fence: Fence, op: Operation, reason: str) -> None:
             finished_at=now,
             updated_at=now,
         )
+    _log_outcome(op, "superseded")
 
 
 def take_over(fence: Fence, op: Operation) -> None:
@@ -193,3 +222,4 @@ def settle(
         if then is not None:
             then()
     op.refresh_from_db()
+    _log_outcome(op, op.state)

@@ -4,5 +4,4 @@ from quests import views
 
 urlpatterns = [
     path("lifecycle/", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
 ]

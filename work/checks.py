@@ -91,7 +91,6 @@ class Checks:
         self.head = head
         self.base = base
         self.probes = probes
-        self._used: set[str] = set()
 
     # --- one check, with its second try ----------------------------------------------------
 
@@ -143,7 +142,8 @@ class Checks:
         limits = run_limits(self.work, "test")
         pytest = runs_pytest(argv)
         at_head, report = self._suite(argv, f"tests-head-{n}", limits, pytest)
-        attempt = Attempt(at_head.ok, [(f"tests-head-{n}", at_head)], note=_ended(at_head))
+        head_run = (f"tests-head-{n}", at_head)
+        attempt = Attempt(at_head.ok, [head_run], note=_ended(at_head))
         if at_head.ok or not pytest:
             return attempt
         if report is None or not report.failures:
@@ -164,13 +164,12 @@ class Checks:
         if not back.ok:
             attempt.note = f"the head could not be set up again: {back.reason}"
             return attempt
-        attempt.runs.append((f"tests-base-{n}", at_base))
+        # The head's run stays last: its output is the check's, not the base's.
+        attempt.runs = [(f"tests-base-{n}", at_base), head_run]
         failing_base = () if base_report is None else _failing(base_report)
         new = [test for test in failing_head if test not in failing_base]
         attempt.head_failures = failing_head[:MAX_LISTED]
         attempt.base_failures = failing_base[:MAX_LISTED]
-        # The head's run is the check's output, not the base's.
-        attempt.runs.append(attempt.runs.pop(0))
         if new:
             attempt.note = (
                 f"{len(new)} tests fail at the head that did not fail at the base: "
@@ -194,7 +193,7 @@ class Checks:
                 lines.append(f"{probe.label}: failed ({probe.problem})"[:600])
                 failed.append(probe.label)
                 continue
-            name = self._name(f"probe-{n}-{index}")
+            name = f"probe-{n}-{index}"
             recorder = _Recording(self.workdir.runner, runs, name)
             seen = probe.reproduction.run(_with_runner(self.workdir, recorder), name=name)
             verdict = {True: "passed", False: "failed the same way"}.get(seen, "failed")
@@ -239,7 +238,7 @@ class Checks:
                 argv=argv,
                 cwd=str(self.workdir.worktree),
                 artifacts_dir=str(self.workdir.artifacts),
-                name=self._name(name),
+                name=name,
                 env=dict(self.workdir.env),
                 limits=limits,
             ),
@@ -248,10 +247,6 @@ class Checks:
         if result.stopped:
             raise Stopped(f"asked to stop during {name}")
         return result
-
-    def _name(self, name: str) -> str:
-        self._used.add(name)
-        return name
 
 
 class _Recording:

@@ -70,7 +70,11 @@ class RunProofAdapter:
         runner_name = ctx.policy.work.runner
         runner = self.runners[runner_name]
         tree = context.worktree(self.data_dir, ctx, asked["head"])
-        folder = context.artifacts_dir(self.data_dir, ctx, "proof", request.key)
+        # A folder per delivery: one delivered again after a crash must not find the earlier
+        # one's runs sealed (``artifacts.seal`` would leave its own unredacted).
+        folder = context.artifacts_dir(
+            self.data_dir, ctx, "proof", f"{request.key}-{request.attempt}"
+        )
         workdir = context.workdir(
             tree, folder, runner, context.command_env(ctx.policy), request.cancelled
         )

@@ -68,6 +68,10 @@ class StartWatchAdapter:
                 "ends_at": since + timedelta(minutes=minutes),
             },
         )
+        if not created and watch.state == Watch.State.ENDED:
+            # Asked again on resume: the quest watches again, in the window it had.
+            watch.state = Watch.State.OPEN
+            watch.save(update_fields=["state"])
         if not created and deployed_at is not None and not watch.deployed_commit:
             _move(watch, data)
         return EffectResult(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+from django.db import connection
 from django.db.models import Sum
 
 from ephyra.policy.watch import WatchFigures
@@ -28,13 +29,16 @@ def watch_figures(watch: Watch, now: datetime) -> WatchFigures:
     start = minute_of(watch.since)
     end = min(now, watch.ends_at)
     elapsed = max(1, math.floor((end - start).total_seconds() / 60))
-    counts = MinuteCount.objects.filter(
-        workspace_id=watch.workspace_id, minute__gt=start, minute__lte=end
+    rows = (
+        MinuteCount.objects.filter(
+            workspace_id=watch.workspace_id, minute__gt=start, minute__lte=end
+        )
+        .values("fingerprint")
+        .annotate(n=Sum("signals"))
+        .values_list("fingerprint", "n")
     )
-    seen = dict(
-        counts.values("fingerprint").annotate(n=Sum("signals")).values_list("fingerprint", "n")
-    )
-    fixed = int(seen.pop(watch.fingerprint, 0) or 0)
+    seen = {fingerprint: int(n or 0) for fingerprint, n in rows}
+    fixed = seen.pop(watch.fingerprint, 0)
     before = MinuteCount.objects.filter(
         workspace_id=watch.workspace_id,
         minute__gte=start - timedelta(minutes=watch.minutes),
@@ -52,20 +56,16 @@ def watch_figures(watch: Watch, now: datetime) -> WatchFigures:
 
 
 def _new_in_files(watch: Watch, start: datetime, seen: dict[str, int]) -> tuple[str, ...]:
-    """The fingerprints first counted after the deployment's minute whose stored signal has a
-    frame in one of the patched files."""
+    """Of the fingerprints counted after the deployment's minute and never before it, those
+    whose stored signal has a frame in one of the patched files. One first seen in the
+    deployment's own minute is new: an error the deployment brought starts there, and the old
+    code would have shown it in the minutes before."""
     if not seen or not watch.files:
         return ()
-    known = set(
-        MinuteCount.objects.filter(
-            workspace_id=watch.workspace_id, fingerprint__in=list(seen), minute__lte=start
-        )
-        .values_list("fingerprint", flat=True)
-        .distinct()
-    )
+    new = sorted(set(seen) - _counted_before(watch.workspace_id, sorted(seen), start))
     files = frozenset(watch.files)
-    new = []
-    for fingerprint in sorted(set(seen) - known):
+    found = []
+    for fingerprint in new:
         paths = (
             IngestedSignal.objects.filter(workspace_id=watch.workspace_id, fingerprint=fingerprint)
             .order_by("pk")
@@ -73,5 +73,25 @@ def _new_in_files(watch: Watch, start: datetime, seen: dict[str, int]) -> tuple[
             .first()
         )
         if paths and touches(files, tuple(paths)):
-            new.append(fingerprint)
-    return tuple(new)
+            found.append(fingerprint)
+    return tuple(found)
+
+
+def _counted_before(workspace_id: int, fingerprints: list[str], start: datetime) -> set[str]:
+    """Which of ``fingerprints`` were counted before ``start``: one probe of the unique
+    index per fingerprint, where a DISTINCT over their rows reads their whole history."""
+    table = connection.ops.quote_name(MinuteCount._meta.db_table)
+    minute = MinuteCount._meta.get_field("minute").get_db_prep_value(start, connection)
+    found: set[str] = set()
+    for at in range(0, len(fingerprints), 500):
+        chunk = fingerprints[at : at + 500]
+        values = ", ".join(["(%s)"] * len(chunk))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT c.column1 FROM (VALUES {values}) AS c WHERE EXISTS (SELECT 1 FROM "
+                f"{table} m WHERE m.workspace_id = %s AND m.fingerprint = c.column1 "
+                "AND m.minute < %s)",
+                [*chunk, workspace_id, minute],
+            )
+            found.update(row[0] for row in cursor.fetchall())
+    return found

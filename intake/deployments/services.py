@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -43,6 +43,7 @@ log = logging.getLogger("ephyra.intake.deployments")
 FETCH_EVERY_SECONDS = 60.0
 FETCH_TIMEOUT = 120.0
 SWEEP_LIMIT = 20  # the latest pending deployments decided again on each pass
+GIVE_UP_AFTER = timedelta(hours=24)
 # Where a fetch for deployments puts the remote's branches in the mirror: objects are what
 # ancestry needs, and the mirror's own branches (some checked out in quest worktrees) stay.
 FETCH_NAMESPACE = "refs/ephyra-deployments/heads/"
@@ -112,11 +113,13 @@ def deployment_record(
     return Recorded(row, created, applied)
 
 
-def _decide(row: Deployment, now: datetime) -> tuple[Deployment, tuple[str, ...]]:
+def _decide(
+    row: Deployment, now: datetime, skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[Deployment, tuple[str, ...]]:
     """Decide ``row`` (locked) with what the mirror has now and store the decision; the row
-    and the quests told of it now."""
+    and the quests told of it now. ``skip``: quests an earlier deployment was applied to."""
     row = Deployment.objects.select_for_update().select_related("workspace").get(pk=row.pk)
-    decision = decision_for(row)
+    decision = decision_for(row, skip)
     workspace = row.workspace
     told = tuple(quest for quest in decision.quests if quest not in row.quests)
     for quest, commit, landed in decision.hits:
@@ -143,7 +146,7 @@ def _decide(row: Deployment, now: datetime) -> tuple[Deployment, tuple[str, ...]
     return row, told
 
 
-def decision_for(row: Deployment) -> Decision:
+def decision_for(row: Deployment, skip: set[str] | frozenset[str] = frozenset()) -> Decision:
     """What a deployment means now: the watching quests it carries out, or why it waits."""
     if not row.production:
         return Decision(False, f"{row.environment} is not production: recorded, no watch opens")
@@ -164,7 +167,7 @@ def decision_for(row: Deployment) -> Decision:
 
     found = []
     for quest_id, state, data in sorted(quests, key=lambda q: q[0]):
-        if state != State.WATCHING:
+        if state != State.WATCHING or quest_id in skip:
             continue
         quest = OpenQuest.from_dict(data)
         if quest.deployed_commit is not None:
@@ -204,18 +207,34 @@ def deployments_sweep(workspace: Workspace, now: datetime | None = None) -> int:
     now = now or timezone.now()
     still = 0
     fetched = False
-    for row in pending:
+    told: set[str] = set()  # a quest hears of the earliest deployment that carries its fix
+    for row in reversed(pending):
+        if now - row.recorded_at > GIVE_UP_AFTER:
+            _give_up(row, now)
+            continue
         with transaction.atomic():
-            row, _ = _decide(row, now)
+            row, _ = _decide(row, now, told)
         if row.missing and not fetched and _may_fetch(workspace):
             fetched = True
             problem = mirror_fetch(workspace)
             if problem:
                 log.warning("%s: %s", workspace.slug, problem)
             with transaction.atomic():
-                row, _ = _decide(row, now)
+                row, _ = _decide(row, now, told)
+        told.update(row.quests)
         still += row.state == Deployment.State.PENDING
     return still
+
+
+def _give_up(row: Deployment, now: datetime) -> None:
+    """A deployment pending for a day waits for something that is not coming (a commit no
+    branch of the remote has): decided, so no pass looks at it again."""
+    hours = int(GIVE_UP_AFTER.total_seconds() // 3600)
+    row.state = Deployment.State.DECIDED
+    row.reason = f"given up after {hours} h: {row.reason}"[:1000]
+    row.decided_at = now
+    row.save(update_fields=["state", "reason", "decided_at"])
+    log.warning("deployment of %s to %s: %s", row.commit, row.environment, row.reason)
 
 
 def _may_fetch(workspace: Workspace) -> bool:

@@ -431,6 +431,6 @@ def delivery_receive(
         event,
         workspace.slug,
         receipt.status,
-        len(events),
+        receipt.events,
     )
     return receipt

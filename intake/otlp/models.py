@@ -168,3 +168,22 @@ class MergeWindow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quest_id}: {self.held} held"
+
+
+class RefusedExports(models.Model):
+    """How many OTLP exports were refused in one minute (UTC), by reason (``docs/otlp.md``'s
+    status codes by name): what the metrics endpoint reports as rejected signals. An export
+    refused before its token was known has no workspace, so none is kept here."""
+
+    minute = models.DateTimeField(help_text="The minute's first instant.")
+    reason = models.CharField(max_length=40)
+    exports = models.PositiveBigIntegerField()
+
+    class Meta:
+        verbose_name_plural = "refused exports"
+        constraints = [
+            models.UniqueConstraint(fields=["minute", "reason"], name="refused_exports_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.reason}: {self.exports}"

@@ -34,6 +34,7 @@ from ephyra.telemetry import (
     parse_logs,
     parse_traces,
 )
+from intake.otlp.refusals import refusal_count
 from intake.otlp.services import signals_receive
 from intake.otlp.throttle import records_return, records_wait, throttle_wait
 from intake.otlp.tokens import bearer, token_verify
@@ -56,6 +57,7 @@ def _answer_type(request: HttpRequest) -> str:
 
 def _status(request: HttpRequest, status: int, message: str, **headers: str) -> HttpResponse:
     kind = _answer_type(request)
+    refusal_count(status, timezone.now())
     body = encode_status(message, kind, _CODE.get(status, 2))
     return HttpResponse(body, status=status, content_type=kind, headers=headers)
 

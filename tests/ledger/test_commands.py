@@ -117,15 +117,21 @@ def test_status_names_the_effect_types_no_adapter_serves_and_what_waits_on_them(
 ):
     from ephyra.compose import effect_adapters
 
-    settings.EPHYRA_EFFECT_ADAPTERS = {}
+    settings.EPHYRA_EFFECT_ADAPTERS = {"run_proof": ""}  # switched off: no adapter here
     effect_adapters.cache_clear()
-    drive(workspace, Story("q1"), "proving")  # asks for run_proof: no adapter by default
+    drive(workspace, Story("q1"), "proving")  # asks for run_proof
     status = run("ledger", "status")
     assert "  waiting for an adapter: run_proof=1" in status.splitlines()
     assert "effect types without an adapter here: run_proof, run_probes, request_spend" in status
 
 
-def test_a_worker_says_at_start_which_effect_types_wait_without_an_adapter(workspace, caplog):
+def test_a_worker_says_at_start_which_effect_types_wait_without_an_adapter(
+    workspace, caplog, settings
+):
+    from ephyra.compose import effect_adapters
+
+    settings.EPHYRA_EFFECT_ADAPTERS = {"run_proof": ""}  # switched off: no adapter here
+    effect_adapters.cache_clear()
     drive(workspace, Story("q1"), "proving")
     with caplog.at_level("WARNING", logger="worker.loop"):
         Worker(owner="w1").step()
@@ -154,11 +160,15 @@ def test_refused_submissions_are_listed_with_their_reasons(workspace):
 
 
 def test_the_admins_operation_list_names_effect_types_the_serving_worker_cannot_deliver(
-    workspace, client
+    workspace, client, settings
 ):
     from django.contrib.auth import get_user_model
 
-    drive(workspace, Story("q1"), "proving")  # asks for run_proof: no adapter by default
+    from ephyra.compose import effect_adapters
+
+    settings.EPHYRA_EFFECT_ADAPTERS = {"run_proof": ""}  # switched off: no adapter here
+    effect_adapters.cache_clear()
+    drive(workspace, Story("q1"), "proving")  # asks for run_proof
     Worker(owner="w1").step()  # w1 serves shop now and said which types it serves
     get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
     client.login(username="root", password="pw-for-tests")

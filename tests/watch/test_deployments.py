@@ -4,14 +4,19 @@ commit, and applied when they can be."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from intake.deployments.services import deployment_record
-from intake.models import Deployment
+from intake.hooks.services import hook_create
+from intake.models import Deployment, WebhookDelivery
 from ledger.models import InboundEvent
-from tests.watch.conftest import git, landed, landing, quest, settle
+from tests.intake.conftest import SECRET, deliver, fixture
+from tests.landing.test_adapters import use_policy
+from tests.watch.conftest import POLICY, git, landed, landing, quest, settle, watch
 
 
 def record(ws, commit: str, environment: str = "production", source: str = "test"):
@@ -99,9 +104,6 @@ def test_a_deployment_is_recorded_once_per_commit_and_environment(repos, shop, w
 
 
 def use_deployment_policy(ws) -> None:
-    from tests.landing.test_adapters import use_policy
-    from tests.watch.conftest import POLICY
-
     use_policy(ws, POLICY.format(starts="deployment", new=0))
 
 
@@ -160,3 +162,59 @@ def test_the_deployed_command_refuses_an_unknown_workspace_or_a_non_commit(
         deployed(*args)
     assert str(refused.value) == message
     assert not Deployment.objects.exists()
+
+
+def test_of_two_deployments_kept_while_landing_the_earlier_opens_the_watch(repos, shop, worker):
+    head = landing(shop, repos)
+    first = deployment_record(
+        shop, commit=head, source="test", at=timezone.now() - timedelta(minutes=2)
+    ).deployment
+    # A later build on top of the patch, which a CI/CD made from its branch.
+    later = git(repos.mirror, "commit-tree", f"{head}^{{tree}}", "-p", head, "-m", "Build 2")
+    second = record(shop, later).deployment
+
+    settle(worker)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.quests, second.quests) == (["q1"], [])
+    assert quest(shop).deployed_commit == head
+    assert watch(shop).since == first.at
+
+
+def test_a_deployment_pending_for_a_day_is_given_up(repos, shop, worker):
+    landed(shop, repos, worker)
+    row = record(shop, "ab" * 20).deployment  # a commit no branch of the remote has
+    assert row.state == "pending"
+    Deployment.objects.filter(pk=row.pk).update(recorded_at=timezone.now() - timedelta(hours=25))
+
+    settle(worker)
+
+    row.refresh_from_db()
+    assert row.state == "decided"
+    assert row.reason.startswith(
+        f"given up after 24 h: pending: the mirror lacks commit {row.commit}"
+    )
+
+
+def test_a_forge_deployment_before_landing_waits_and_its_delivery_says_why(
+    repos, shop, worker, client, monkeypatch
+):
+    monkeypatch.setenv("EPHYRA_TEST_HOOK_SECRET", SECRET)
+    hook_create(shop, "github", secret_ref="env:EPHYRA_TEST_HOOK_SECRET")
+    head = landing(shop, repos)
+    payload = fixture("github", "deployment_status")
+    payload["deployment"]["sha"] = head
+
+    response = deliver(client, "github", "deployment_status", payload)
+
+    assert (response.status_code, response.json()) == (200, {"status": "recorded"})
+    row = WebhookDelivery.objects.get()
+    assert (row.outcome, row.details["deployment"], row.details["reason"]) == (
+        "recorded",
+        "pending",
+        "pending: q1 still landing (applies to no watching quest so far)",
+    )
+    settle(worker)
+    assert quest(shop).deployed_commit == head
+    assert Deployment.objects.get().source == "webhook:github"

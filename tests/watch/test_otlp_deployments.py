@@ -7,15 +7,20 @@ import logging
 import warnings
 
 import pytest
+from django.utils import timezone
+from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
+from ephyra.telemetry import PROTOBUF, parse_logs
 from intake.deployments import otlp
+from intake.deployments.otlp import deployments_from_signals
 from intake.models import Deployment, IngestedSignal
 from intake.otlp.tokens import token_create
-from tests.watch.conftest import landed, quest, settle
+from tests.telemetry.otel import log_request, raised
+from tests.watch.conftest import git, landed, quest, settle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,3 +104,30 @@ def test_the_setting_names_the_attributes_that_carry_the_commit(
 
     (row,) = Deployment.objects.all()
     assert (row.commit, row.environment, row.quests) == (head, "staging", [])
+
+
+def candidates(resource: dict[str, str], n: int = 200):
+    """``n`` error signals of a service with ``resource``, as the receiver parses them."""
+    error = raised(lambda: {}["quantity"])
+
+    def emit(log):
+        for _ in range(n):
+            log.emit(severity_number=SeverityNumber.ERROR, body="cart failed", exception=error)
+
+    body = log_request(emit, {"service.name": "shop", **resource}).SerializeToString()
+    return parse_logs(body, PROTOBUF).candidates
+
+
+def test_signals_whose_version_is_no_commit_cost_no_query(shop, django_assert_num_queries):
+    plain = candidates({"service.version": "1.4.2", "vcs.ref.head.revision": "main"})
+    with django_assert_num_queries(0):
+        assert deployments_from_signals(shop, plain, timezone.now()) == 0
+
+
+def test_a_commit_is_recorded_once_however_many_exports_carry_it(shop, token, repos):
+    commit = git(repos.mirror, "rev-parse", "refs/heads/main")
+    running = candidates({"vcs.ref.head.revision": commit, "service.version": "1.4.2"}, n=3)
+    recorded = [deployments_from_signals(shop, running, timezone.now()) for _ in range(3)]
+    assert recorded == [1, 0, 0]
+    (row,) = Deployment.objects.all()
+    assert (row.commit, row.source, row.state) == (commit, "otlp", "decided")

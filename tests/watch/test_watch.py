@@ -12,11 +12,13 @@ from django.utils import timezone
 
 from ephyra.compose import build, dependencies
 from ephyra.core.effects import EffectType
+from ephyra.core.events import Paused, Resumed
 from ephyra.core.ports import EffectRequest
 from intake.deployments.services import deployment_record
 from ledger.models import Operation
 from quests.workspaces import workspace_journal
-from tests.landing.test_adapters import use_policy
+from tests.core.lifecycle_helpers import HOLDER
+from tests.landing.test_adapters import apply, use_policy
 from tests.watch.conftest import (
     FIXED,
     POLICY,
@@ -201,3 +203,19 @@ def test_research_after_a_rollback_names_the_failed_fix_and_its_figures(
     assert hypothesis.summary.startswith(
         f"Revision 1 landed {head} and was rolled back: the fixed error was seen again"
     )
+
+
+def test_a_paused_watch_ends_and_resuming_the_quest_watches_again(repos, shop, worker):
+    head = landed(shop, repos, worker)
+    deploy(shop, head, minutes_ago(5))
+    settle(worker)
+    now = timezone.now()
+    apply(shop, Paused(id="pause-1", quest="q1", at=now, actor=HOLDER, reason="a look"))
+    settle(worker)
+    assert watch(shop).state == "ended"
+
+    apply(shop, Resumed(id="resume-1", quest="q1", at=now, actor=HOLDER))
+    count(shop, FIXED, minutes_ago(1), 2)
+    settle(worker, 6)
+
+    assert watch(shop).state == "regression"

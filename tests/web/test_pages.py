@@ -13,13 +13,6 @@ def test_the_start_page_asks_for_a_login_and_the_lifecycle_page_lists_the_states
 
 
 @pytest.mark.django_db
-def test_health_reports_the_database_it_reached(client, settings):
-    response = client.get("/healthz")
-    assert response.status_code == 200
-    assert response.json()["database"] in {"sqlite", "postgresql"}
-
-
-@pytest.mark.django_db
 def test_the_admin_lets_a_superuser_in(client):
     get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse")
     assert client.login(username="admin", password="correct horse")

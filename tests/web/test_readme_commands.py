@@ -59,6 +59,11 @@ SERVING = {
     ".venv/bin/celery -A ephyra worker --pool=solo -Q ephyra": "celery@",
     ".venv/bin/python manage.py worker --standalone": "(standalone)",
 }
+# Commands run while `make run` serves beside them (README.md: "in another terminal"), with
+# EPHYRA_ADDR naming where it serves, and what each must print.
+BESIDE_MAKE_RUN = {
+    ".venv/bin/python manage.py demo --approve-as demo": "closed: production stayed clean",
+}
 # A newcomer's environment has none of the test run's settings (nor their *_FILE forms).
 SETTINGS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE", "EPHYRA_")
 
@@ -183,6 +188,8 @@ def run_block(block: Block, clone: Path, env: dict[str, str], ran: list[tuple[st
             env, said = exported(line.text, clone, env), ""
         elif line.readme in SERVING:
             said = serve(line.readme, line.text, clone, env)
+        elif line.readme in BESIDE_MAKE_RUN:
+            said = serve("make run", "make run", clone, env, beside=line)
         elif "createsuperuser" in line.readme:
             said = answer_prompts(line.text, clone, env)
         else:
@@ -220,8 +227,11 @@ def run_line(line: Line, clone: Path, env: dict[str, str]) -> str:
     return said
 
 
-def serve(readme: str, command: str, clone: Path, env: dict[str, str]) -> str:
-    """Start a command that serves until stopped, see it serve, stop it as Ctrl-C does."""
+def serve(
+    readme: str, command: str, clone: Path, env: dict[str, str], beside: Line | None = None
+) -> str:
+    """Start a command that serves until stopped, see it serve, (run ``beside`` while it
+    serves,) stop it as Ctrl-C does."""
     port = free_port()
     env = env | {"EPHYRA_ADDR": f"127.0.0.1:{port}"} if readme == "make run" else env
     log = clone.parent / f"serving-{uuid.uuid4().hex[:8]}.log"
@@ -240,6 +250,7 @@ def serve(readme: str, command: str, clone: Path, env: dict[str, str]) -> str:
             assert process.poll() is None, f"$ {command} ended:\n{log.read_text()}"
             assert time.monotonic() < deadline, f"$ {command} did not serve:\n{log.read_text()}"
             time.sleep(0.2)
+        besides = run_beside(beside, clone, env) if beside is not None else ""
     finally:
         os.killpg(process.pid, signal.SIGINT)
         try:
@@ -249,6 +260,22 @@ def serve(readme: str, command: str, clone: Path, env: dict[str, str]) -> str:
             raise
     said = log.read_text()
     assert "Traceback" not in said, said
+    return said + besides
+
+
+def run_beside(line: Line, clone: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        ["bash", "-c", line.text],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    said = f"$ {line.text}\n{done.stdout}{done.stderr}"
+    assert "Traceback" not in said, said
+    assert done.returncode == 0, said
+    assert BESIDE_MAKE_RUN[line.readme] in said, said
     return said
 
 
@@ -305,7 +332,7 @@ def answer_prompts(command: str, clone: Path, env: dict[str, str]) -> str:
 
 def test_the_readme_shows_no_line_this_test_cannot_account_for():
     lines = [line.readme for block in readme_blocks() for line in block.lines]
-    for command in [*NOT_RUN, *SERVING]:
+    for command in [*NOT_RUN, *SERVING, *BESIDE_MAKE_RUN]:
         assert command in lines, f"README.md no longer shows {command!r}: update this test"
     assert any("createsuperuser" in line for line in lines)
 

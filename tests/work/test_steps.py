@@ -16,6 +16,8 @@ from ephyra.agent.inputs import SignalFacts
 from ephyra.compose import effect_adapters
 from ephyra.core.canonical import canonical_digest
 from ephyra.core.events import SignalRef, SignalSensed
+from ephyra.core.ports import RunnerUnavailable
+from ephyra.runner import SandboxRunner
 from intake.models import IngestedSignal
 from ledger.inbound import submit_event
 from ledger.models import Operation
@@ -44,7 +46,7 @@ work:
   runner: {runner}
   setup: [[{python}, tools/setup.py]]
   test: [{python}, -m, pytest, -q]
-"""
+{work_extra}"""
 
 
 def shop_workspace(
@@ -55,6 +57,7 @@ def shop_workspace(
     runner: str = "local",
     checks: str = "tests, probe",
     allow_flaky: bool = False,
+    work_extra: str = "",
     **history,
 ):
     settings.DATA_DIR = tmp_path / "data"
@@ -67,6 +70,7 @@ def shop_workspace(
         runner=runner,
         checks=checks,
         allow_flaky=str(allow_flaky).lower(),
+        work_extra=work_extra.format(python=python()),
     )
     version = policy_version_add(workspace, text, reviewed_by="setup")
     Workspace.objects.filter(pk=workspace.pk).update(policy=version)
@@ -144,7 +148,9 @@ def approve(quest: Quest, checkpoint: str) -> None:
     )
 
 
-def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, settings, worker):
+def test_a_regression_is_researched_reproduced_located_reverted_and_proven(
+    tmp_path, settings, worker, client
+):
     shop, workspace = shop_workspace(tmp_path, settings)
     production_error(workspace, shop)
 
@@ -199,6 +205,13 @@ def test_a_regression_is_researched_reproduced_located_and_reverted(tmp_path, se
     assert {tests["output_digest"], probe["output_digest"]} <= stored
     asked = Operation.objects.filter(quest_id="q-cart", type="request_checkpoint")
     assert wait_until(lambda: asked.filter(payload__checkpoint="C").exists(), 30)
+    # The quest page shows each check: its result, duration, output and the digest verified.
+    client.force_login(get_user_model().objects.get(username="ann"))
+    page = client.get("/q/shop/q-cart/").content.decode()
+    assert "matches the canonical SHA-256 recomputed here" in page
+    assert f"{tests['duration_ms']} ms" in page and tests["output_digest"] in page
+    assert "q-cart (this quest&#x27;s reproduction): passed" in page
+    assert "<summary>output</summary>" in page
 
 
 def test_a_revert_that_conflicts_parks_the_quest_with_the_files(tmp_path, settings, worker):
@@ -225,6 +238,10 @@ def test_the_same_work_runs_in_the_sandbox(tmp_path, settings, worker):
 
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is missing: apt-get install bubblewrap (CI installs it)")
+    try:
+        SandboxRunner().check()
+    except RunnerUnavailable as problem:  # bubblewrap cannot create namespaces here
+        pytest.skip(str(problem))
     # The sandbox shows the system and the worktree only: this test's Python lives elsewhere.
     settings.EPHYRA_SANDBOX_PATHS = sorted({sys.prefix, sys.base_prefix})
     shop, workspace = shop_workspace(tmp_path, settings, runner="sandbox")

@@ -72,7 +72,7 @@ class Command(BaseCommand):
             timeout=options["timeout"],
             watch_minutes=options["watch_minutes"],
         )
-        demo = Demo(chosen, write=lambda line: self.stdout.write(line))
+        demo = Demo(chosen, write=self.say)
         # A `kill` (or a test's timeout) stops the demo as Ctrl-C does: production and the
         # worker it started are stopped on the way out.
         signal.signal(signal.SIGTERM, _interrupt)
@@ -81,9 +81,16 @@ class Command(BaseCommand):
             demo.run()
         except DemoFailed as failed:
             raise CommandError(str(failed)) from None
+        except KeyboardInterrupt:
+            raise CommandError("interrupted: production is stopped") from None
         finally:
             if worker is not None:
                 stop_worker(worker)
+
+
+    def say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()  # each step as it happens, into a pipe or a file too
 
 
 def _interrupt(signum, frame):
