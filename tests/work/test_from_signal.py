@@ -94,7 +94,7 @@ def test_a_production_traceback_over_otlp_becomes_a_reverted_culprit(
     assert recorded["evidence"]["culprit"] == shop.culprit  # located by bisect
     approve(quest, "B")
 
-    quest = reached("proving")
+    quest = reached("ready")  # the revert is proven, and C waits for a person
     branch = f"refs/heads/ephyra/{quest.quest_id}/r1"
     head = git(shop.path, "--git-dir", workspace.repository, "rev-parse", branch)
     assert head == quest.data["patch_head"]

@@ -125,8 +125,9 @@ def worker():
     erase_audit_log()
 
 
-def reached(state: str, seconds: float = 120, quest_id: str = "q-cart") -> Quest:
-    rows = Quest.objects.filter(quest_id=quest_id)
+def reached(state: str, seconds: float = 120, quest_id: str | None = None) -> Quest:
+    """The quest (the only one, or ``quest_id``) once it is in ``state``."""
+    rows = Quest.objects.all() if quest_id is None else Quest.objects.filter(quest_id=quest_id)
     assert wait_until(lambda: rows.filter(state=state).exists(), seconds), list(
         Quest.objects.values_list("quest_id", "state", "park_reason")
     )
