@@ -70,6 +70,7 @@ class Follower:
     waiting: set[tuple[str, int]] = field(default_factory=set)
     deployed: set[int] = field(default_factory=set)
     stuck: set[int] = field(default_factory=set)
+    other_quests: set[int] = field(default_factory=set)
 
     def quest(self, timeout: float) -> Quest:
         """Wait for the first quest of the workspace (the one production's error opens)."""
@@ -90,6 +91,7 @@ class Follower:
         while time.monotonic() < deadline:
             quest = Quest.objects.get(pk=quest.pk)
             self.step(quest)
+            self.others(quest)
             if done(quest):
                 return quest
             if quest.state in {"abandoned", "parked"}:
@@ -124,6 +126,14 @@ class Follower:
         if quest.state == "watching" and landed and quest.revision not in self.deployed:
             self.deployed.add(quest.revision)
             self.deploy(quest)
+
+    def others(self, followed: Quest) -> None:
+        """Say when production's errors open another quest (the rollback scenario's new error
+        does): it waits in the inbox, and the demo does not follow it."""
+        for other in Quest.objects.filter(workspace=self.workspace).exclude(pk=followed.pk):
+            if other.pk not in self.other_quests:
+                self.other_quests.add(other.pk)
+                self.say(f"another quest opened: {other.title[:100]} ({self.quest_url(other)})")
 
     def tell(self, quest: Quest, kind: str, name: str) -> None:
         """Say ``name`` of the journal's latest ``kind`` event of this revision, if any."""

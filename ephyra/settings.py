@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "journal",
     "ledger",
@@ -73,6 +75,7 @@ INSTALLED_APPS = [
     "inbox",
     "demo",
     "ops",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -194,6 +197,9 @@ EPHYRA_EVIDENCE_MAX_BYTES = env_int("EPHYRA_EVIDENCE_MAX_BYTES", 10 * 1024 * 102
 # Retry-After; 0 turns it off. 3000 a minute is 50 a second, for every exporter sharing a token.
 EPHYRA_OTLP_RATE_LIMIT = env_int("EPHYRA_OTLP_RATE_LIMIT", 3000, minimum=0)
 EPHYRA_OTLP_RATE_WINDOW = env_int("EPHYRA_OTLP_RATE_WINDOW", 60, minimum=1)
+# The HTTP API (api/): requests per personal token per window, then 429 with Retry-After.
+EPHYRA_API_RATE_LIMIT = env_int("EPHYRA_API_RATE_LIMIT", 600, minimum=1)
+EPHYRA_API_RATE_WINDOW = env_int("EPHYRA_API_RATE_WINDOW", 60, minimum=1)
 # The same per records (log records and spans) in the token's window: one export may hold
 # thousands. 0 turns it off.
 EPHYRA_OTLP_RECORD_LIMIT = env_int("EPHYRA_OTLP_RECORD_LIMIT", 100_000, minimum=0)
@@ -260,4 +266,30 @@ LOGGING = {
         "celery.worker.strategy": {"level": "WARNING"},
         "celery.app.trace": {"level": "WARNING"},
     },
+}
+
+# The HTTP API (api/, docs/api.md): its views name their own authentication; every error is a
+# problem (api/problems.py); the schema is drf-spectacular's, its pages served from our files.
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.problems.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Ephyra API",
+    "DESCRIPTION": "Quests, the ledger, the audit trail, policies and missions over HTTP "
+    "(docs/api.md). Every error is application/problem+json.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],  # the schema and its page need no credentials, and take none
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_problems",
+    ],
 }

@@ -8,6 +8,8 @@ urlpatterns = [
     path("", include("inbox.urls")),
     path("", include("quests.urls")),
     path("missions/", include("missions.urls")),
+    path("api/", include("api.urls")),
+    path("tokens/", include("api.page_urls")),
     path("admin/", admin.site.urls),
     path("hooks/", include("intake.hooks.urls")),
     path("v1/", include("intake.otlp.urls")),

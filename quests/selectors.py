@@ -11,6 +11,7 @@ order (latest first) is the order of a partial index of the waiting quests
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import reduce
@@ -20,8 +21,10 @@ from django.core.paginator import Page
 from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Concat
 
+from ephyra.core.canonical import canonical_digest
 from ephyra.core.states import Severity, State
 from ephyra.paging import COUNT_CAP, CappedPaginator, Tally, capped_counts, page_number
+from journal.format import PROOF_DIR, PROOF_FILE
 from ledger.models import InboundEvent, Operation
 from quests.models import WAITING_STATES, Quest, Workspace
 from quests.roles import Role, workspace_roles
@@ -251,3 +254,27 @@ def quest_effects(quest: Quest) -> list[Operation]:
 
 def workspaces_for(user) -> list[Workspace]:
     return list(Workspace.objects.filter(slug__in=readable_workspaces(user)).order_by("slug"))
+
+
+@dataclass(frozen=True)
+class QuestProof:
+    """The quest's proof bundle as its journal holds it, with the digest recorded and the one
+    recomputed from the bundle (they must match)."""
+
+    bundle: dict
+    digest: str
+    recomputed: str
+
+    @property
+    def matches(self) -> bool:
+        return self.digest == self.recomputed
+
+
+def quest_proof(quest: Quest) -> QuestProof | None:
+    """The proof bundle journaled for the quest (None before there is one), for the API."""
+    raw = workspace_journal(quest.workspace).read(quest.quest_id, f"{PROOF_DIR}/{PROOF_FILE}")
+    if raw is None:
+        return None
+    stored = json.loads(raw)
+    bundle = stored.get("bundle", {})
+    return QuestProof(bundle, str(stored.get("digest", "")), canonical_digest(bundle))

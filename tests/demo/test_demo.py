@@ -201,8 +201,10 @@ def run_demo(
         if time.monotonic() > deadline:
             demo.terminate()
             demo.wait(timeout=60)
+            demo.stdout.close()
             pytest.fail("the demo did not end within {} s:\n{}".format(timeout, "".join(said)))
     demo.wait(timeout=60)
+    demo.stdout.close()
     said = "".join(said)
     assert demo.returncode == 0, said
     assert "Traceback" not in said, said
@@ -260,7 +262,7 @@ def test_the_demo_takes_a_real_regression_from_signal_to_closed(ephyra):
         "checkpoint A: approved as demo",
         "plan: revert",
         "checkpoint B: approved as demo",
-        "running run_proof",
+        "run_proof succeeded",
         "checkpoint C: approved as demo",
         "landed; production is watched",
         "deployed: production restarted at",
