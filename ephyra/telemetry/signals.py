@@ -425,7 +425,7 @@ def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCand
         for r, (_, stacktrace, lines, _) in zip(raws, texts, strict=True)
     ]
     facts = [
-        _facts(exc_type, text[0], stack, options)
+        _facts(exc_type, text[0], stack, options, body=text[3])
         for exc_type, text, stack in zip(types, texts, parsed, strict=True)
     ]
     usable = [f for f in facts if not isinstance(f, Unusable)]
@@ -446,13 +446,17 @@ def build_candidates(raws: list[Raw], options: IngestOptions) -> list[SignalCand
 
 
 def _facts(
-    exc_type: str, message: str, parsed: ParsedStack, options: IngestOptions
+    exc_type: str, message: str, parsed: ParsedStack, options: IngestOptions, body: str = ""
 ) -> tuple[str, str, tuple[Frame, ...]] | Unusable:
     """(exception type, message, frames with in-app as the options say), or why not."""
     if not exc_type:
         exc_type = parsed.exception_type
-    if not message:
+    # Python's OpenTelemetry SDK sends str(args[0]) as the message ('ascii' of a
+    # UnicodeEncodeError); the stack trace's last line holds str(exception) whole.
+    if not message or (parsed.message and message in parsed.message):
         message = parsed.message
+    if not (exc_type or message or parsed.frames):
+        message = body  # a stack trace that says nothing: the log's body is all there is
     if not (exc_type or message or parsed.frames):
         return Unusable("an error record with no body and no exception attributes")
     return exc_type, message, _in_app(parsed.frames, options)
@@ -469,7 +473,9 @@ def _stack_text(
     if not stacktrace and body_text and detect_language(body_text):
         stacktrace, body_text = body_text, ""  # a trace logged as plain text (stderr, filelog)
         lines_or_none = None
-    if not message and body_text:
+    # A log's body is its message only when it carries no stack trace: the trace of an
+    # exception without one (a bare StopIteration) says it has none.
+    if not message and body_text and not stacktrace:
         message, body_text = body_text, ""
     return message, stacktrace, lines_or_none, body_text
 

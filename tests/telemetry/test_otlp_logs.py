@@ -158,3 +158,57 @@ def test_a_full_success_response_has_no_partial_success_in_either_encoding():
     assert encode_response(result, PROTOBUF) == b""
     assert ExportLogsServiceResponse.FromString(b"").HasField("partial_success") is False
     assert json.loads(encode_response(result, "application/json; charset=utf-8")) == {}
+
+
+
+
+def logged_through_the_sdk_handler(fail) -> ExportLogsServiceRequest:
+    """What an application's ``logger.exception`` sends through the SDK's logging handler when
+    ``fail()`` raises."""
+    import logging
+    import warnings
+
+    from opentelemetry.exporter.otlp.proto.common._internal._log_encoder import encode_logs
+    from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    with warnings.catch_warnings():  # the SDK's handler is deprecated, and what apps still use
+        warnings.simplefilter("ignore", DeprecationWarning)
+        handler = LoggingHandler(logger_provider=provider)
+    logger = logging.getLogger("shop.names")
+    logger.addHandler(handler)
+    try:
+        fail()
+    except Exception:
+        logger.exception("naming failed")
+    finally:
+        logger.removeHandler(handler)
+    provider.shutdown()
+    return encode_logs(exporter.get_finished_logs())
+
+
+def test_an_exception_with_several_arguments_keeps_its_whole_message_not_the_first_argument():
+    # The SDK's logging handler sends str(args[0]) as exception.message: 'ascii' for this
+    # error. Its traceback's last line has the message Python prints, as a test failure shows.
+    def fail():
+        "\u00e4l\u00e4m\u00f6l\u00f6".encode("ascii")
+
+    [c] = both(logged_through_the_sdk_handler(fail)).candidates
+    assert c.exception_type == "UnicodeEncodeError"
+    assert c.message == (
+        "'ascii' codec can't encode character '\\xe4' in position 0: ordinal not in range(128)"
+    )
+    assert c.title.startswith("UnicodeEncodeError: 'ascii' codec can't encode")
+
+
+def test_an_exception_without_a_message_is_not_given_the_logs_body_as_one():
+    # A bare StopIteration has no message; the body is what the application said around it.
+    def fail():
+        next(iter([]))
+
+    [c] = both(logged_through_the_sdk_handler(fail)).candidates
+    assert (c.exception_type, c.message, c.title) == ("StopIteration", "", "StopIteration")
+    assert c.body == "naming failed"
