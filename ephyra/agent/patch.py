@@ -125,6 +125,7 @@ def revert(
     if earlier is not None:
         base = git(tree, "rev-parse", f"{earlier}^")
         return Patched(earlier, base, sha, branch, _files(tree, base, earlier), True)
+    _no_silent_merges(tree)
     args = ["revert", "--no-edit"]
     if mainline is not None:
         args += ["-m", str(mainline)]
@@ -142,6 +143,22 @@ def revert(
     if "nothing to commit" in said:
         return Conflict(sha, "empty", (), "the head already undoes the culprit's change")
     raise GitError(f"git revert {sha[:12]} failed in {tree}: {said[-1000:]}")
+
+
+# Overrides the project's own .gitattributes (info/attributes is read last and wins): a
+# `merge=union` rule would keep both sides of a conflicting line and call the revert clean.
+NO_SILENT_MERGES = "* merge\n"
+
+
+def _no_silent_merges(tree: Path) -> None:
+    common = Path(git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    attributes = common / "info" / "attributes"
+    text = attributes.read_text() if attributes.exists() else ""
+    if NO_SILENT_MERGES not in text.splitlines(keepends=True):
+        attributes.parent.mkdir(parents=True, exist_ok=True)
+        attributes.write_text(
+            text + ("" if not text or text.endswith("\n") else "\n") + NO_SILENT_MERGES
+        )
 
 
 def _abort_leftovers(tree: Path) -> None:

@@ -150,3 +150,17 @@ def test_changes_left_by_a_test_run_do_not_stop_the_revert(tmp_path):
 
     assert isinstance(patched, Patched)
     assert GOOD_BODY in (workdir.worktree / "shop" / "cart.py").read_text()
+
+
+def test_a_union_merge_rule_of_the_project_does_not_hide_a_conflicting_revert(tmp_path):
+    # more-itertools ships `more.py merge=union`: git would keep both sides of the conflicting
+    # line and call the revert clean. Ephyra's revert must see the conflict.
+    shop = shop_history(tmp_path / "shop", conflict=True)
+    workdir = workdir_for(shop, tmp_path)
+    (workdir.worktree / ".gitattributes").write_text("shop/cart.py merge=union\n")
+
+    result = revert(workdir, shop.culprit, mainline=None)
+
+    assert isinstance(result, Conflict)
+    assert result.files == ("shop/cart.py",)
+    assert log(workdir.worktree)[0] == shop.head
