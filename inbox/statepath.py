@@ -13,25 +13,11 @@ import itertools
 from dataclasses import dataclass
 from html import escape
 
-from ephyra.core.states import State
+from ephyra.core.states import MAIN_LINE, State
 
 W, H, GAP_X = 106, 32, 10
 TOP = 64  # room above the main line for the arcs and the "now" tag
 ROW_GAP = 70
-MAIN_LINE = [
-    State.SENSED,
-    State.TRIAGED,
-    State.RESEARCHING,
-    State.HYPOTHESISED,
-    State.REPRODUCING,
-    State.PLANNED,
-    State.PATCHING,
-    State.PROVING,
-    State.READY,
-    State.LANDING,
-    State.WATCHING,
-    State.CLOSED,
-]
 # (column, row): the main line in row 0; the branches under the states they mostly leave.
 PLACES: dict[State, tuple[float, int]] = {s: (n, 0) for n, s in enumerate(MAIN_LINE)}
 PLACES |= {

@@ -9,23 +9,8 @@ from typing import Any
 
 from ephyra.cli.context import Context, UsageError
 from ephyra.cli.output import short_time, state_style
-from ephyra.core.states import CHECKPOINT_STATE, State
+from ephyra.core.states import CHECKPOINT_STATE, MAIN_LINE
 
-# The main line a quest walks when nothing goes wrong; ``show`` marks where it stands.
-MAIN_LINE = [
-    State.SENSED,
-    State.TRIAGED,
-    State.RESEARCHING,
-    State.HYPOTHESISED,
-    State.REPRODUCING,
-    State.PLANNED,
-    State.PATCHING,
-    State.PROVING,
-    State.READY,
-    State.LANDING,
-    State.WATCHING,
-    State.CLOSED,
-]
 CHECKPOINT_AT = {str(state): str(cp) for cp, state in CHECKPOINT_STATE.items()}
 PAGE = 50
 

@@ -50,6 +50,23 @@ def higher_severity(a: Severity, b: Severity) -> Severity:
 
 
 TERMINAL = frozenset({State.CLOSED, State.ABANDONED})
+
+# The states a quest walks through when nothing goes wrong, in order (pages and the command
+# line draw where a quest stands on it).
+MAIN_LINE = (
+    State.SENSED,
+    State.TRIAGED,
+    State.RESEARCHING,
+    State.HYPOTHESISED,
+    State.REPRODUCING,
+    State.PLANNED,
+    State.PATCHING,
+    State.PROVING,
+    State.READY,
+    State.LANDING,
+    State.WATCHING,
+    State.CLOSED,
+)
 ACTIVE = frozenset(State) - TERMINAL
 
 CHECKPOINT_STATE = {
