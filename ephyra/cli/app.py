@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the policy and missions, over the HTTP API. See docs/cli.md.",
         parents=[common_options(defaults=True)],
     )
-    parser.set_defaults(run=None)
+    # The completion command reads the whole parser, handed to it here rather than imported.
+    parser.set_defaults(run=None, root_parser=parser)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for topic in TOPICS:
         topic.register(commands, common)

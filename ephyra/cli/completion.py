@@ -23,9 +23,7 @@ def register(commands, common) -> None:
 
 
 def run_completion(ctx: Context) -> int:
-    from ephyra.cli.app import build_parser  # the whole parser, built as the program builds it
-
-    table = command_table(build_parser())
+    table = command_table(ctx.args.root_parser)  # the whole parser the program runs with
     ctx.out.out.write(bash_script(table) if ctx.args.shell == "bash" else zsh_script(table))
     return 0
 
