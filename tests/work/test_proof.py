@@ -5,6 +5,7 @@ shop's history (``tests.agent.repos``) holds each situation."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -60,8 +61,21 @@ def journaled(quest_id: str, kind: str, seconds: float = 180) -> dict:
             return False
         return True
 
-    assert wait_until(there, seconds), list(quest.values_list("state", "park_reason"))
+    assert wait_until(there, seconds), _story(quest.get())
     return quest_event(quest.get(), kind)
+
+
+def _story(quest: Quest) -> str:
+    """Where the quest stopped and what its located culprit and last events said (the probe
+    test has parked on a revert conflict about one run in six; this is what to look at)."""
+    from quests.workspaces import workspace_journal
+
+    history = workspace_journal(quest.workspace).history(quest.quest_id)
+    lines = [f"{quest.state} ({quest.park_reason})"]
+    for entry in history[-4:]:
+        event = entry.event.model_dump(mode="json")
+        lines.append(json.dumps(event, sort_keys=True)[:3000])
+    return "\n".join(lines)
 
 
 def check(bundle: dict, name: str) -> dict:
