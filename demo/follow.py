@@ -65,6 +65,7 @@ class Follower:
     quest_url: Callable[[Quest], str]
     deploy: Callable[[Quest], None]  # when the landed commit is to be deployed
     seen_state: tuple[str, int] | None = None
+    seen_head: str | None = None  # the journal commit the last look ended at
     ops: dict[int, str] = field(default_factory=dict)
     asked: set[tuple[str, int, str]] = field(default_factory=set)
     waiting: set[tuple[str, int]] = field(default_factory=set)
@@ -105,6 +106,7 @@ class Follower:
     def step(self, quest: Quest) -> None:
         now = (quest.state, quest.revision)
         if now != self.seen_state:
+            self.passed_through(quest)
             self.seen_state = now
             said = SAYS.get(quest.state, quest.state)
             self.say(f"quest {quest.quest_id} r{quest.revision}: {said}")
@@ -126,6 +128,23 @@ class Follower:
         if quest.state == "watching" and landed and quest.revision not in self.deployed:
             self.deployed.add(quest.revision)
             self.deploy(quest)
+
+    def passed_through(self, quest: Quest) -> None:
+        """Say the states the quest went through between two looks (a rollback passes
+        ``rolled_back`` in a moment), read from its journal: the last one is said by ``step``."""
+        entries = workspace_journal(self.workspace).history(quest.quest_id)
+        oids = [str(entry.oid) for entry in entries]
+        if self.seen_head is not None:
+            start = oids.index(self.seen_head) + 1 if self.seen_head in oids else 0
+            for entry in entries[start:-1]:
+                state, revision = str(entry.quest.state), entry.quest.revision
+                if (state, revision) != self.seen_state:
+                    self.say(f"quest {quest.quest_id} r{revision}: {SAYS.get(state, state)}")
+                    self.seen_state = (state, revision)
+                    if told := TOLD.get(state):
+                        self.tell(quest, *told)
+        if oids:
+            self.seen_head = oids[-1]
 
     def others(self, followed: Quest) -> None:
         """Say when production's errors open another quest (the rollback scenario's new error
