@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -148,6 +149,23 @@ def checkout(worktree: Path, sha: str) -> None:
         git(worktree, "checkout", "--force", "--quiet", where.removeprefix("refs/heads/"))
     else:
         git(worktree, "checkout", "--force", "--quiet", "--detach", sha)
+    forget_bytecode(worktree)
+
+
+def forget_bytecode(worktree: Path) -> None:
+    """Remove the project's ``__pycache__`` folders after a checkout. Python trusts a cached
+    module whose source has the same size and modification second, and checkouts a bisect
+    makes within one second can leave exactly that: ``request["lines"]`` and
+    ``request["items"]`` are the same size, so one commit's test would run the next one's code
+    and the bisect would name the wrong culprit. Virtual environments are left alone."""
+    for root, dirs, files in os.walk(worktree):
+        if "pyvenv.cfg" in files:
+            dirs.clear()  # a virtual environment: its caches belong to installed packages
+            continue
+        dirs[:] = [d for d in dirs if d != ".git"]
+        if "__pycache__" in dirs:
+            shutil.rmtree(Path(root) / "__pycache__", ignore_errors=True)
+            dirs.remove("__pycache__")
 
 
 def _setup_key(work: WorkPolicy, workdir: Workdir) -> str:

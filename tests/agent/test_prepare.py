@@ -3,13 +3,16 @@ changed, its failures said plainly."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import pytest
 
 from ephyra.agent import Stopped, prepare
 from ephyra.agent.gitcli import head_ref
-from tests.agent.repos import python, shop_history, shop_policy, workdir_for
+from ephyra.agent.prepare import checkout
+from tests.agent.repos import git, python, shop_history, shop_policy, workdir_for
 
 
 def status(worktree) -> str:
@@ -146,3 +149,31 @@ def test_a_stop_request_stops_before_anything_runs(tmp_path):
     with pytest.raises(Stopped):
         prepare(workdir, shop_policy(), shop.head)
     assert not workdir.artifacts.exists()
+
+
+def test_a_checkout_forgets_bytecode_a_same_size_change_would_hide(tmp_path):
+    # Two commits a bisect checks out within one second: the module changes but keeps its size,
+    # so Python would trust the bytecode cached for the first and run the old code.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    shas = []
+    for key in ("lines", "items"):
+        (repo / "views.py").write_text(f'KEY = "{key}"\n')
+        git(repo, "add", "views.py")
+        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", key)
+        shas.append(git(repo, "rev-parse", "HEAD"))
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def key_seen() -> str:
+        run = [sys.executable, "-c", "import views; print(views.KEY)"]
+        done = subprocess.run(run, cwd=repo, env=env, capture_output=True, text=True, check=True)
+        return done.stdout
+
+    checkout(repo, shas[0])
+    stamp = (repo / "views.py").stat().st_mtime_ns
+    assert key_seen() == "lines\n"  # caches views.py's bytecode
+    checkout(repo, shas[1])
+    os.utime(repo / "views.py", ns=(stamp, stamp))  # the same second, as in a quick bisect
+    assert key_seen() == "items\n"
