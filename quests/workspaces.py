@@ -177,6 +177,19 @@ def workspace_add(
     return workspace
 
 
+def commit_of(workspace: Workspace, name: str) -> str | None:
+    """The full commit id ``name`` (a ref, a commit or a prefix of one) resolves to in the
+    workspace's mirror, or None when the mirror has no such commit."""
+    if not name or name.startswith("-"):
+        return None  # never an option to git
+    done = subprocess.run(
+        ["git", "--git-dir", workspace.repository, "rev-parse", "--verify", "--quiet",
+         f"{name}^{{commit}}"],
+        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def commit_contains(workspace: Workspace, deployed: str, landed: str) -> bool | None:
     """Whether a deployed commit carries a landed one, asked of the workspace's mirror: True
     when ``landed`` is ``deployed`` or one of its ancestors, False when it is not, and None when

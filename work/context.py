@@ -20,7 +20,7 @@ from ephyra.policy import AutonomyPolicy
 from ephyra.runner import Worktree, WorktreeError, prepare_worktree
 from intake.models import IngestedSignal
 from quests.models import Quest, Workspace
-from quests.workspaces import workspace_policy_document
+from quests.workspaces import commit_of, workspace_policy_document
 from work.watch import watch_evidence
 from work.watch_models import Watch
 
@@ -146,22 +146,8 @@ def head_commit(workspace: Workspace, quest: Quest) -> str:
     candidates = [deployed] if deployed else []
     candidates.append(f"refs/heads/{workspace.base_branch}")
     for name in candidates:
-        done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                workspace.repository,
-                "rev-parse",
-                "--verify",
-                f"{name}^{{commit}}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode == 0:
-            return done.stdout.strip()
+        if found := commit_of(workspace, name):
+            return found
     raise EffectFailed(
         f"the mirror of {workspace.slug} has no commit for {' or '.join(candidates)}: "
         "is the base branch right?"

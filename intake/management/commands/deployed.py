@@ -2,13 +2,13 @@
 that COMMIT now runs in an environment (docs/work.md, "Deployments")."""
 
 import re
-import subprocess
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from intake.deployments.services import deployment_record, mirror_fetch
 from quests.models import Workspace
+from quests.workspaces import commit_of
 
 FULL = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -54,24 +54,8 @@ def _resolve(workspace: Workspace, given: str) -> str:
     yet: the deployment then waits for it), else what the mirror resolves it to."""
     if FULL.fullmatch(given.lower()):
         return given.lower()
-    if given and not given.startswith("-"):
-        done = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                workspace.repository,
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                f"{given}^{{commit}}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode == 0:
-            return done.stdout.strip()
+    if found := commit_of(workspace, given):
+        return found
     raise CommandError(
         f"{given!r} is not a commit of {workspace.slug}: give the full commit id that was deployed"
     )
