@@ -209,28 +209,11 @@ class QuestAction(ApiView):
         seen = Seen(data.get("head", ""), quest.revision)
         user, name = request.user, self.action
         try:
-            if name == "claim":
-                done = actions.quest_claim(user, quest, seen=seen, key=key)
-            elif name == "release":
-                done = actions.quest_release(user, quest, seen=seen, key=key)
-            elif name == "decide":
-                done = actions.checkpoint_decide(
-                    user,
-                    quest,
-                    checkpoint=data["checkpoint"],
-                    verdict=data["decision"],
-                    comment=data["comment"],
-                    seen=seen,
-                    key=key,
-                )
-            elif name == "comment":
-                done = actions.quest_comment(user, quest, body=data["body"], key=key)
-            elif name == "pause":
-                done = actions.quest_pause(user, quest, reason=data["reason"], seen=seen, key=key)
-            elif name == "resume":
-                done = actions.quest_resume(user, quest, seen=seen, key=key)
-            else:
-                done = actions.quest_kill(user, quest, reason=data["reason"], seen=seen, key=key)
+            text = data.get("comment") or data.get("body") or data.get("reason") or ""
+            done = actions.quest_act(
+                user, quest, name, seen=seen, key=key,
+                checkpoint=data.get("checkpoint", ""), verdict=data.get("decision", ""), text=text,
+            )  # fmt: skip
         except Stale as exc:
             raise _stale(request, ws, quest_id, str(exc)) from None
         done.wait(settings.EPHYRA_ACTION_WAIT_MS / 1000)

@@ -190,28 +190,10 @@ def _perform(request: HttpRequest, quest: Quest, data: dict) -> str:
     seen = Seen(data.get("seen_head") or "", data.get("seen_revision") or 0)
     text = data.get("text", "")
     try:
-        if action == "claim":
-            submitted = actions.quest_claim(user, quest, seen=seen, key=key)
-        elif action == "release":
-            submitted = actions.quest_release(user, quest, seen=seen, key=key)
-        elif action == "decide":
-            submitted = actions.checkpoint_decide(
-                user,
-                quest,
-                checkpoint=data["checkpoint"],
-                verdict=data["verdict"],
-                comment=text,
-                seen=seen,
-                key=key,
-            )
-        elif action == "comment":
-            submitted = actions.quest_comment(user, quest, body=text, key=key)
-        elif action == "pause":
-            submitted = actions.quest_pause(user, quest, reason=text, seen=seen, key=key)
-        elif action == "resume":
-            submitted = actions.quest_resume(user, quest, seen=seen, key=key)
-        else:
-            submitted = actions.quest_kill(user, quest, reason=text, seen=seen, key=key)
+        submitted = actions.quest_act(
+            user, quest, action, seen=seen, key=key,
+            checkpoint=data.get("checkpoint", ""), verdict=data.get("verdict", ""), text=text,
+        )  # fmt: skip
     except PermissionDenied:
         raise
     except Stale as exc:

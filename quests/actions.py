@@ -130,6 +130,34 @@ def human_revision_record(user, quest: Quest, *, head: str, seen: Seen, key: str
     return _act(user, quest, "revise", ev.HumanRevision, {"head": head}, seen=seen, key=key)
 
 
+QUEST_ACTIONS = ("claim", "release", "decide", "comment", "pause", "resume", "kill")
+
+
+def quest_act(
+    user, quest: Quest, action: str, *, seen: Seen, key: str,
+    checkpoint: str = "", verdict: str = "", text: str = "",
+) -> Submitted:  # fmt: skip
+    """One of ``QUEST_ACTIONS`` by name, for the pages and the API that take it from a form
+    or a URL: ``text`` is the comment, the decision's comment, or the reason to pause or kill."""
+    if action == "claim":
+        return quest_claim(user, quest, seen=seen, key=key)
+    if action == "release":
+        return quest_release(user, quest, seen=seen, key=key)
+    if action == "decide":
+        return checkpoint_decide(
+            user, quest, checkpoint=checkpoint, verdict=verdict, comment=text, seen=seen, key=key
+        )
+    if action == "comment":
+        return quest_comment(user, quest, body=text, key=key)
+    if action == "pause":
+        return quest_pause(user, quest, reason=text, seen=seen, key=key)
+    if action == "resume":
+        return quest_resume(user, quest, seen=seen, key=key)
+    if action == "kill":
+        return quest_kill(user, quest, reason=text, seen=seen, key=key)
+    raise Invalid(f"no action {action!r}; one of {', '.join(QUEST_ACTIONS)}")
+
+
 RESOLUTIONS = ("succeeded", "failed", "absent")
 # Operations that wait for a person's verdict: a write whose outcome is unknown, a job that
 # kept failing. The worker refuses any other (worker.delivery.resolve_by_person).
