@@ -196,7 +196,6 @@ class RunResult:
     seconds: float = 0.0
     workers: int = 0
     kills: Counter = field(default_factory=Counter)
-    killed_in: list[str] = field(default_factory=list)  # "<point> <effect type>", in order
     crashes: list[str] = field(default_factory=list)  # exits no kill point explains
     duplicates: list[str] = field(default_factory=list)  # keys the world executed twice
     blind_retries: list[str] = field(default_factory=list)  # writes asked again unchecked
@@ -310,7 +309,6 @@ class _Run:
         if killed is not None:
             point, kind, key = killed
             self.result.kills[point] += 1
-            self.result.killed_in.append(f"{point} {kind}".strip())
             if point == "after_call" and _world_read(kind):
                 self.result.reads_cut_off.append(key)
             if point in ("after_claim", "after_call") and kind and _is_write(kind):
