@@ -249,9 +249,18 @@ def run_case(n: int, regression: Regression, pristine: Path, home: Path, ephyra:
             row.note = f"suite after landing: {said}"
     elif not row.note:
         why = f" ({quest.park_reason})" if quest.park_reason else ""
-        row.note = f"{quest.state}{why}"
+        row.note = f"{quest.state}{why}{failed_effects(quest)}"
     echo(f"  {regression.project}/{regression.name}: {describe(row)}")
     return row
+
+
+def failed_effects(quest) -> str:
+    """Why a quest stood still: its effects that failed and what they said."""
+    from ledger.models import Operation
+
+    failed = Operation.objects.filter(quest_id=quest.quest_id, state="failed")
+    return "".join(f"; {op.type} failed: {(op.outcome or {}).get('detail', {}).get('error', '?')}"
+                   for op in failed)
 
 
 def describe(row: Row) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -153,19 +152,27 @@ def checkout(worktree: Path, sha: str) -> None:
 
 
 def forget_bytecode(worktree: Path) -> None:
-    """Remove the project's ``__pycache__`` folders after a checkout. Python trusts a cached
-    module whose source has the same size and modification second, and checkouts a bisect
-    makes within one second can leave exactly that: ``request["lines"]`` and
-    ``request["items"]`` are the same size, so one commit's test would run the next one's code
-    and the bisect would name the wrong culprit. Virtual environments are left alone."""
+    """Remove the bytecode Python cached in the project's ``__pycache__`` folders after a
+    checkout. Python trusts a cached module whose source has the same size and modification
+    second, and checkouts a bisect makes within one second can leave exactly that:
+    ``request["lines"]`` and ``request["items"]`` are the same size, so one commit's test would
+    run the next one's code and the bisect would name the wrong culprit. Files the project
+    committed stay (some source trees carry a ``.pyc``; removing it would leave the worktree
+    unclean), and virtual environments are left alone."""
+    tracked = set(git(worktree, "ls-files", "-z", "--", ":(glob)**/__pycache__/**").split("\0"))
     for root, dirs, files in os.walk(worktree):
         if "pyvenv.cfg" in files:
             dirs.clear()  # a virtual environment: its caches belong to installed packages
             continue
         dirs[:] = [d for d in dirs if d != ".git"]
-        if "__pycache__" in dirs:
-            shutil.rmtree(Path(root) / "__pycache__", ignore_errors=True)
-            dirs.remove("__pycache__")
+        if "__pycache__" not in dirs:
+            continue
+        dirs.remove("__pycache__")
+        for folder, _, names in os.walk(Path(root) / "__pycache__"):
+            for name in names:
+                path = Path(folder) / name
+                if path.relative_to(worktree).as_posix() not in tracked:
+                    path.unlink(missing_ok=True)
 
 
 def _setup_key(work: WorkPolicy, workdir: Workdir) -> str:

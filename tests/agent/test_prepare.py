@@ -177,3 +177,23 @@ def test_a_checkout_forgets_bytecode_a_same_size_change_would_hide(tmp_path):
     checkout(repo, shas[1])
     os.utime(repo / "views.py", ns=(stamp, stamp))  # the same second, as in a quick bisect
     assert key_seen() == "items\n"
+
+
+def test_a_checkout_keeps_the_bytecode_a_project_committed(tmp_path):
+    # Some source trees carry a .pyc (inflection's sdist has docs/__pycache__/conf.cpython-38.pyc);
+    # removing it would leave the worktree unclean and the proof would refuse the head.
+    repo = tmp_path / "repo"
+    (repo / "docs" / "__pycache__").mkdir(parents=True)
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "docs" / "conf.py").write_text("project = 'x'\n")
+    (repo / "docs" / "__pycache__" / "conf.cpython-38.pyc").write_bytes(b"committed")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "one")
+    sha = git(repo, "rev-parse", "HEAD")
+    (repo / "docs" / "__pycache__" / "conf.cpython-311.pyc").write_bytes(b"cached by a run")
+
+    checkout(repo, sha)
+
+    assert (repo / "docs" / "__pycache__" / "conf.cpython-38.pyc").read_bytes() == b"committed"
+    assert not (repo / "docs" / "__pycache__" / "conf.cpython-311.pyc").exists()
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
