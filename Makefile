@@ -36,10 +36,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# pytest in several processes (pytest-xdist), each with its own data directory and Redis
+# database (tests/settings.py): most tests wait on subprocesses, servers and Git, so four share
+# two cores well. `make test TEST_PROCESSES=0` runs every test in one process.
+TEST_PROCESSES ?= 4
+
 # A model changed without its migration fails here, before any test runs.
 test: lint
 	DEBUG=true $(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/fold.py
