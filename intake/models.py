@@ -2,7 +2,7 @@
 and gathered here, where Django looks for an app's models."""
 
 from intake.deployments.models import Deployment
-from intake.hooks.models import Hook, ReviewLink, WebhookDelivery
+from intake.hooks.models import Hook, RefusedDeliveries, ReviewLink, WebhookDelivery
 from intake.otlp.models import (
     FingerprintMute,
     IngestedSignal,
@@ -20,6 +20,7 @@ __all__ = [
     "IngestedSignal",
     "MergeWindow",
     "MinuteCount",
+    "RefusedDeliveries",
     "RefusedExports",
     "ReviewLink",
     "WebhookDelivery",

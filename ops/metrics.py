@@ -20,6 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from intake.hooks.models import RefusedDeliveries
 from intake.otlp.models import MinuteCount, RefusedExports
 from ledger.models import AuditEntry, InboundEvent, JournalReplica, Lease, Operation
 from quests.models import Workspace
@@ -81,6 +82,17 @@ def _signals(slugs: dict[int, str], now: datetime) -> Iterator[Metric]:
     for row in reasons.order_by("reason"):
         refused.add_metric([row["reason"]], row["n"] or 0)
     yield refused
+
+    deliveries = CounterMetricFamily(
+        "ephyra_webhook_deliveries_rejected",
+        "Forge webhook deliveries refused, by forge and reason (unauthenticated: a bad "
+        "signature or token, not_found: no such hook, too_large, bad_request, …).",
+        labels=["forge", "reason"],
+    )
+    counts = RefusedDeliveries.objects.values("forge", "reason").annotate(n=Sum("deliveries"))
+    for row in counts.order_by("forge", "reason"):
+        deliveries.add_metric([row["forge"], row["reason"]], row["n"] or 0)
+    yield deliveries
 
     # The last whole minute: the current one is still filling.
     minute = now.astimezone(UTC).replace(second=0, microsecond=0) - timedelta(minutes=1)

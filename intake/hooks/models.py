@@ -108,3 +108,26 @@ class ReviewLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.repository}#{self.number} → {self.quest_id}"
+
+
+class RefusedDeliveries(models.Model):
+    """How many forge webhook deliveries were refused in one minute (UTC), by forge and reason
+    (a bad signature is ``unauthenticated``): what the metrics endpoint reports, since a refused
+    delivery leaves no ``WebhookDelivery`` row. Kept without the workspace: a refusal before the
+    hook was found (404) has none, and an attacker's guesses should not make rows per slug."""
+
+    minute = models.DateTimeField(help_text="The minute's first instant.")
+    forge = models.CharField(max_length=10)
+    reason = models.CharField(max_length=40)
+    deliveries = models.PositiveBigIntegerField()
+
+    class Meta:
+        verbose_name_plural = "refused deliveries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["minute", "forge", "reason"], name="refused_deliveries_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.forge} {self.reason}: {self.deliveries}"

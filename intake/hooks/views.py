@@ -24,7 +24,8 @@ from ephyra.webhooks.facts import PayloadInvalid
 from ephyra.webhooks.webhooks import DELIVERY_ID, SCHEMES, Scheme, parse_delivery
 from intake.hooks.credentials import SecretUnavailable, read_secret
 from intake.hooks.services import delivery_receive
-from intake.models import Hook
+from intake.models import Hook, RefusedDeliveries
+from intake.refusals import reason_of, refusal_count
 
 logger = logging.getLogger("ephyra.intake")
 # ``push``, ``Push Hook``, ``pull_request_review_comment``: what the forges put in the header.
@@ -135,24 +136,28 @@ def _storable(value: Any) -> Any:
 def receive(request: HttpRequest, kind: str, slug: str) -> JsonResponse:
     scheme = SCHEMES[kind]
     if request.method != "POST":
-        return JsonResponse(
-            {"error": "only POST is allowed"}, status=405, headers={"Allow": "POST"}
-        )
+        return _refused(kind, 405, "only POST is allowed", headers={"Allow": "POST"})
     hook = (
         Hook.objects.select_related("workspace")
         .filter(kind=kind, workspace__slug=slug, active=True)
         .first()
     )
     if hook is None:
-        return JsonResponse(
-            {"error": f"no {scheme.label} hook is configured for workspace {slug!r}"}, status=404
-        )
+        return _refused(kind, 404, f"no {scheme.label} hook is configured for workspace {slug!r}")
     try:
         return _receive(request, hook, scheme)
     except Refusal as refusal:
         # A refusal may quote what the request sent (its content type); the log gets it redacted.
         logger.warning("%s delivery to %s refused: %s", kind, slug, redact(refusal.message))
-        return JsonResponse({"error": refusal.message}, status=refusal.status)
+        return _refused(kind, refusal.status, refusal.message)
+
+
+def _refused(kind: str, status: int, message: str, **extra: Any) -> JsonResponse:
+    """The answer to a refused delivery, counted for ``/metrics`` by forge and reason."""
+    refusal_count(
+        RefusedDeliveries, "deliveries", timezone.now(), forge=kind, reason=reason_of(status)
+    )
+    return JsonResponse({"error": message}, status=status, **extra)
 
 
 def _receive(request: HttpRequest, hook: Hook, scheme: Scheme) -> JsonResponse:

@@ -34,10 +34,11 @@ from ephyra.telemetry import (
     parse_logs,
     parse_traces,
 )
-from intake.otlp.refusals import refusal_count
+from intake.otlp.models import RefusedExports
 from intake.otlp.services import signals_receive
 from intake.otlp.throttle import records_return, records_wait, throttle_wait
 from intake.otlp.tokens import bearer, token_verify
+from intake.refusals import reason_of, refusal_count
 
 logger = logging.getLogger("ephyra.intake.otlp")
 RETRY_AFTER_SECONDS = 5
@@ -57,7 +58,7 @@ def _answer_type(request: HttpRequest) -> str:
 
 def _status(request: HttpRequest, status: int, message: str, **headers: str) -> HttpResponse:
     kind = _answer_type(request)
-    refusal_count(status, timezone.now())
+    refusal_count(RefusedExports, "exports", timezone.now(), reason=reason_of(status))
     body = encode_status(message, kind, _CODE.get(status, 2))
     return HttpResponse(body, status=status, content_type=kind, headers=headers)
 

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from intake.models import Hook, WebhookDelivery
 from intake.otlp.models import MinuteCount
 from journal.store import Journal
 from ledger.models import InboundEvent, Lease, Operation
@@ -192,6 +193,37 @@ def test_a_refused_export_is_counted_by_its_reason(seeded, live_server, settings
         assert refused.value.code == 401
     after = samples(scrape(f"{live_server.url}/metrics", TOKEN)[1])
     assert after[key] == 2
+
+
+def test_a_refused_webhook_delivery_is_counted_by_its_forge_and_reason(
+    seeded, live_server, settings, monkeypatch
+):
+    # A bad signature and a hook that does not exist: what an operator watches for when
+    # someone guesses at the webhooks, or a forge's secret was changed on one side only.
+    settings.EPHYRA_METRICS_TOKEN = TOKEN
+    monkeypatch.setenv("HOOK_SECRET", "the-forge-secret")
+    hook = Hook.objects.create(
+        workspace=Workspace.objects.get(slug="docs"), kind="github", secret_ref="env:HOOK_SECRET"
+    )
+    body = b'{"zen": "Keep it logically awesome."}'
+    for slug in (hook.workspace.slug, hook.workspace.slug, "nowhere"):
+        delivery = urllib.request.Request(
+            f"{live_server.url}/hooks/github/{slug}",
+            data=body,
+            headers={
+                "Content-Type": "application/json",
+                "X-GitHub-Event": "ping",
+                "X-GitHub-Delivery": "d-1",
+                "X-Hub-Signature-256": "sha256=" + "0" * 64,
+            },
+        )
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(delivery, timeout=10)
+    got = samples(scrape(f"{live_server.url}/metrics", TOKEN)[1])
+    rejected = "ephyra_webhook_deliveries_rejected_total"
+    assert got[(rejected, (("forge", "github"), ("reason", "unauthenticated")))] == 2
+    assert got[(rejected, (("forge", "github"), ("reason", "not_found")))] == 1
+    assert not WebhookDelivery.objects.exists()
 
 
 def test_without_the_token_or_with_a_wrong_one_the_answer_is_401(seeded, live_server, settings):
