@@ -190,7 +190,9 @@ def follow(workspace, reviewer, started: float, timeout: float):
     from quests.models import Quest
 
     deadline = started + timeout
-    asked: set[tuple[str, int]] = set()
+    # Asked once per checkpoint and journal head: a decision sent while a sighting moved the
+    # head is refused as stale, and the quest, still at the checkpoint, is asked again.
+    asked: set[tuple[str, str]] = set()
     quest = None
     while time.monotonic() < deadline:
         quest = Quest.objects.filter(workspace=workspace).order_by("created_at").first()
@@ -202,13 +204,13 @@ def follow(workspace, reviewer, started: float, timeout: float):
         if quest.state in ENDED:
             return quest, None
         checkpoint = CHECKPOINTS.get(quest.state)
-        if checkpoint and (checkpoint, quest.revision) not in asked:
-            asked.add((checkpoint, quest.revision))
+        if checkpoint and (checkpoint, quest.journal_head) not in asked:
+            asked.add((checkpoint, quest.journal_head))
             actions.checkpoint_decide(
                 reviewer, quest, checkpoint=checkpoint, verdict="approve",
                 comment="approved by the effectiveness benchmark",
                 seen=Seen(quest.journal_head, quest.revision),
-                key=f"bench-{checkpoint}-r{quest.revision}",
+                key=f"bench-{checkpoint}-r{quest.revision}-{quest.journal_head[:16]}",
             )
         time.sleep(0.2)
     return quest, None
