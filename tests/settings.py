@@ -13,7 +13,6 @@ os.environ.setdefault("SECRET_KEY", "tests-only-key-that-signs-nothing-real")
 os.environ.setdefault("EPHYRA_DOORBELL", "false")
 
 
-
 def _own_redis_database(url: str, index: int) -> str:
     """The same Redis server, database ``n + index`` for a URL that names database ``n``."""
     parts = urlsplit(url)
